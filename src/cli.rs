@@ -1,0 +1,29 @@
+//! The command line: argument structs only; `main` does the wiring.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// A reverse proxy in front of model providers that checks every response it
+/// passes on.
+#[derive(Debug, Parser)]
+#[command(name = "probity", version, about)]
+pub struct Cli {
+    /// The configuration file; without it, the default compiled into the
+    /// binary (config/probity.toml) is used.
+    #[arg(long, env = "PROBITY_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validates a configuration file, prints every problem with its key
+    /// path, and exits non-zero when there is one.
+    CheckConfig {
+        /// The file to check.
+        path: PathBuf,
+    },
+}

@@ -1,0 +1,170 @@
+//! Configuration: the TOML schema as plain serde structs with their defaults.
+//!
+//! Loading is two steps, like every config in this codebase: *parse* the text
+//! into these structs (see [`load`]), then [`Config::validate`] the values.
+//! Both steps collect every problem with its key path, so a user fixes a file
+//! in one pass, and the process exits before it binds a port.
+
+mod load;
+mod validate;
+
+pub use load::{load, load_file, Problem, Problems};
+pub use validate::UpstreamUrl;
+
+use serde::Deserialize;
+
+/// The configuration compiled into the binary: the text of `config/probity.toml`.
+pub const DEFAULT_TOML: &str = include_str!("../../config/probity.toml");
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `[server]`: the listeners and limits that apply to every request.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// The proxy listener, `ip:port`.
+    pub listen: String,
+    /// Metrics, health and captures; never the proxy port.
+    pub admin_listen: String,
+    pub max_request_bytes: u64,
+    pub max_connections: u64,
+    pub header_read_timeout_ms: u64,
+    pub drain_timeout_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            admin_listen: "127.0.0.1:9464".into(),
+            max_request_bytes: 16 * 1024 * 1024,
+            max_connections: 4096,
+            header_read_timeout_ms: 10_000,
+            drain_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// One `[[routes]]` table. `name`, `prefix`, `upstream` and `dialect` are
+/// required; they default to empty here only so that one missing key does not
+/// hide the problems of the others (validation reports them as missing).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouteConfig {
+    /// The `route` label on metrics and logs.
+    pub name: String,
+    /// Matched on whole path segments; the longest prefix wins.
+    pub prefix: String,
+    /// `http(s)://host[:port][/base/path]`.
+    pub upstream: String,
+    pub dialect: Option<DialectName>,
+    /// The environment variable holding the provider credential.
+    pub api_key_env: Option<String>,
+    pub connect_timeout_ms: u64,
+    /// Whole response for a non-streaming call; first byte for a stream.
+    pub timeout_ms: u64,
+    /// Longest silence inside a streaming response.
+    pub idle_timeout_ms: u64,
+    pub max_response_bytes: u64,
+}
+
+impl Default for RouteConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            prefix: String::new(),
+            upstream: String::new(),
+            dialect: None,
+            api_key_env: None,
+            connect_timeout_ms: 2_000,
+            timeout_ms: 30_000,
+            idle_timeout_ms: 30_000,
+            max_response_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The provider dialect a route speaks, which decides how its responses are
+/// inspected and how a credential is presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DialectName {
+    Openai,
+    Ollama,
+    Cohere,
+    Jina,
+    Tei,
+    Voyage,
+    Anthropic,
+    Passthrough,
+}
+
+impl DialectName {
+    pub const ALL: [DialectName; 8] = [
+        DialectName::Openai,
+        DialectName::Ollama,
+        DialectName::Cohere,
+        DialectName::Jina,
+        DialectName::Tei,
+        DialectName::Voyage,
+        DialectName::Anthropic,
+        DialectName::Passthrough,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DialectName::Openai => "openai",
+            DialectName::Ollama => "ollama",
+            DialectName::Cohere => "cohere",
+            DialectName::Jina => "jina",
+            DialectName::Tei => "tei",
+            DialectName::Voyage => "voyage",
+            DialectName::Anthropic => "anthropic",
+            DialectName::Passthrough => "passthrough",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_default_is_valid_and_serves_every_documented_route() {
+        let config = load(DEFAULT_TOML).expect("embedded default must validate");
+        let prefixes: Vec<&str> = config.routes.iter().map(|r| r.prefix.as_str()).collect();
+        assert_eq!(
+            prefixes,
+            ["/ollama", "/openai", "/anthropic", "/cohere", "/jina", "/voyage", "/tei"]
+        );
+        assert_eq!(config.server.listen, "127.0.0.1:8080");
+        assert_eq!(config.server.admin_listen, "127.0.0.1:9464");
+    }
+
+    #[test]
+    fn omitted_keys_take_their_defaults() {
+        let config = load(
+            r#"
+            [[routes]]
+            name = "a"
+            prefix = "/a"
+            upstream = "http://127.0.0.1:1"
+            dialect = "passthrough"
+            "#,
+        )
+        .unwrap();
+        let route = &config.routes[0];
+        assert_eq!(route.timeout_ms, 30_000);
+        assert_eq!(route.idle_timeout_ms, 30_000);
+        assert_eq!(route.connect_timeout_ms, 2_000);
+        assert_eq!(route.max_response_bytes, 67_108_864);
+        assert_eq!(route.api_key_env, None);
+        assert_eq!(config.server.max_connections, 4096);
+    }
+}

@@ -1,0 +1,285 @@
+//! Validation: the rules a parsed [`Config`] must meet before anything binds.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use http::uri::{Authority, Scheme};
+use http::Uri;
+
+use super::{Config, DialectName, Problem, RouteConfig};
+
+/// An upstream URL taken apart: what forwarding needs to build each request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    pub scheme: Scheme,
+    pub authority: Authority,
+    /// The base path without a trailing slash: `""` or `/v1`.
+    pub base_path: String,
+}
+
+impl UpstreamUrl {
+    /// Accepts `http(s)://host[:port][/base/path]`, nothing more: no
+    /// credentials in the URL (they would end up in logs), no query, no fragment.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        const EXPECTED: &str = "not an http(s) URL (expected http(s)://host[:port][/base/path])";
+        let uri: Uri = text.parse().map_err(|_| EXPECTED.to_string())?;
+        let scheme = uri.scheme().cloned().ok_or(EXPECTED)?;
+        if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
+            return Err(EXPECTED.into());
+        }
+        let authority = uri.authority().cloned().ok_or(EXPECTED)?;
+        if authority.host().is_empty() {
+            return Err(EXPECTED.into());
+        }
+        if authority.as_str().contains('@') {
+            return Err("must not carry credentials: use api_key_env".into());
+        }
+        if uri.query().is_some() || text.contains('#') {
+            return Err("must not have a query or fragment".into());
+        }
+        Ok(Self {
+            scheme,
+            authority,
+            base_path: uri.path().trim_end_matches('/').to_string(),
+        })
+    }
+}
+
+impl Config {
+    /// Every semantic problem of an already parsed file, with its key path.
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let server = &self.server;
+        let listen = socket_addr("server.listen", &server.listen, &mut problems);
+        let admin = socket_addr("server.admin_listen", &server.admin_listen, &mut problems);
+        if let (Some(listen), Some(admin)) = (listen, admin) {
+            if listen == admin && listen.port() != 0 {
+                problems.push(Problem::new(
+                    "server.admin_listen",
+                    "must differ from server.listen: metrics and captures never share the proxy port",
+                ));
+            }
+        }
+        positive("server.max_request_bytes", server.max_request_bytes, &mut problems);
+        positive("server.max_connections", server.max_connections, &mut problems);
+        positive("server.header_read_timeout_ms", server.header_read_timeout_ms, &mut problems);
+
+        if self.routes.is_empty() {
+            problems.push(Problem::new(
+                "routes",
+                "no route configured: add at least one [[routes]] table",
+            ));
+        }
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        let mut prefixes: HashMap<&str, usize> = HashMap::new();
+        for (i, route) in self.routes.iter().enumerate() {
+            let path = format!("routes[{i}]");
+            route.validate(&path, &mut problems);
+            if !route.name.is_empty() {
+                if let Some(first) = names.insert(&route.name, i) {
+                    problems.push(Problem::new(
+                        format!("{path}.name"),
+                        format!("\"{}\" is already the name of routes[{first}]", route.name),
+                    ));
+                }
+            }
+            if !route.prefix.is_empty() {
+                if let Some(first) = prefixes.insert(&route.prefix, i) {
+                    problems.push(Problem::new(
+                        format!("{path}.prefix"),
+                        format!("\"{}\" is already the prefix of routes[{first}]", route.prefix),
+                    ));
+                }
+            }
+        }
+        problems
+    }
+}
+
+impl RouteConfig {
+    fn validate(&self, path: &str, problems: &mut Vec<Problem>) {
+        let mut problem = |key: &str, message: String| {
+            problems.push(Problem::new(format!("{path}.{key}"), message));
+        };
+
+        if self.name.is_empty() {
+            problem("name", "missing (required): the route label on metrics and logs".into());
+        } else if self.name.len() > 64
+            || !self.name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        {
+            problem(
+                "name",
+                "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.', starting with a \
+                 letter or digit (it is a metric label)"
+                    .into(),
+            );
+        }
+
+        if self.prefix.is_empty() {
+            problem("prefix", "missing (required): e.g. \"/ollama\"".into());
+        } else if let Err(why) = check_prefix(&self.prefix) {
+            problem("prefix", why.into());
+        }
+
+        if self.upstream.is_empty() {
+            problem("upstream", "missing (required): e.g. \"http://127.0.0.1:11434\"".into());
+        } else if let Err(why) = UpstreamUrl::parse(&self.upstream) {
+            problem("upstream", why);
+        }
+
+        if self.dialect.is_none() {
+            let names: Vec<&str> = DialectName::ALL.iter().map(|d| d.as_str()).collect();
+            problem("dialect", format!("missing (required): one of {}", names.join(", ")));
+        }
+
+        if let Some(var) = &self.api_key_env {
+            let valid = var.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                problem(
+                    "api_key_env",
+                    "must be an environment variable name such as OPENAI_API_KEY".into(),
+                );
+            }
+        }
+
+        for (key, value) in [
+            ("connect_timeout_ms", self.connect_timeout_ms),
+            ("timeout_ms", self.timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("max_response_bytes", self.max_response_bytes),
+        ] {
+            if value == 0 {
+                problem(key, "must be greater than 0".into());
+            }
+        }
+    }
+}
+
+/// A prefix is a path of whole segments: `/` or `/a/b`, never `/a/`.
+fn check_prefix(prefix: &str) -> Result<(), &'static str> {
+    if prefix == "/" {
+        return Ok(());
+    }
+    if !prefix.starts_with('/') {
+        return Err("must start with '/'");
+    }
+    if prefix.ends_with('/') {
+        return Err("must not end with '/': it is matched on whole path segments");
+    }
+    let bad_segment = prefix[1..]
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == "..");
+    if bad_segment {
+        return Err("must not contain empty, '.' or '..' segments");
+    }
+    if prefix
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '?' || c == '#' || c == '%')
+    {
+        return Err("must be a plain path: no whitespace, '?', '#' or '%'");
+    }
+    Ok(())
+}
+
+fn socket_addr(path: &str, text: &str, problems: &mut Vec<Problem>) -> Option<SocketAddr> {
+    match text.parse() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            problems.push(Problem::new(
+                path,
+                format!("not an ip:port such as 127.0.0.1:8080 or [::]:8080 (got \"{text}\")"),
+            ));
+            None
+        }
+    }
+}
+
+fn positive(path: &str, value: u64, problems: &mut Vec<Problem>) {
+    if value == 0 {
+        problems.push(Problem::new(path, "must be greater than 0"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load;
+
+    #[test]
+    fn upstream_urls_are_taken_apart() {
+        let url = UpstreamUrl::parse("http://127.0.0.1:11434").unwrap();
+        assert_eq!(url.authority.as_str(), "127.0.0.1:11434");
+        assert_eq!(url.base_path, "");
+        let url = UpstreamUrl::parse("https://gateway.example/v1/").unwrap();
+        assert_eq!(url.scheme, Scheme::HTTPS);
+        assert_eq!(url.base_path, "/v1");
+        for bad in [
+            "127.0.0.1:11434",
+            "ftp://x",
+            "http://",
+            "http://u:p@host",
+            "http://h/?q=1",
+            "/path",
+        ] {
+            assert!(UpstreamUrl::parse(bad).is_err(), "{bad} must be refused");
+        }
+    }
+
+    #[test]
+    fn prefixes_are_whole_segments() {
+        assert!(check_prefix("/").is_ok());
+        assert!(check_prefix("/a/b").is_ok());
+        for bad in ["a", "/a/", "/a//b", "/a/../b", "/a?x", "/a b"] {
+            assert!(check_prefix(bad).is_err(), "{bad} must be refused");
+        }
+    }
+
+    #[test]
+    fn duplicates_missing_keys_and_zero_limits_are_all_reported() {
+        let problems = load(
+            r#"
+            [server]
+            listen = "127.0.0.1:8080"
+            admin_listen = "127.0.0.1:8080"
+            max_request_bytes = 0
+
+            [[routes]]
+            name = "a"
+            prefix = "/a"
+            upstream = "http://127.0.0.1:1"
+            dialect = "openai"
+            api_key_env = "not a var"
+
+            [[routes]]
+            name = "a"
+            prefix = "/a"
+            upstream = "http://127.0.0.1:2"
+            dialect = "openai"
+            idle_timeout_ms = 0
+
+            [[routes]]
+            prefix = "/c/"
+            "#,
+        )
+        .unwrap_err();
+        let found: Vec<String> = problems.0.iter().map(ToString::to_string).collect();
+        let expect = [
+            "server.admin_listen: must differ",
+            "server.max_request_bytes: must be greater than 0",
+            "routes[0].api_key_env: must be an environment variable name",
+            "routes[1].idle_timeout_ms: must be greater than 0",
+            "routes[1].name: \"a\" is already the name of routes[0]",
+            "routes[1].prefix: \"/a\" is already the prefix of routes[0]",
+            "routes[2].name: missing",
+            "routes[2].prefix: must not end with '/'",
+            "routes[2].upstream: missing",
+            "routes[2].dialect: missing",
+        ];
+        for e in expect {
+            assert!(found.iter().any(|f| f.starts_with(e)), "no {e:?} in {found:#?}");
+        }
+        assert_eq!(found.len(), expect.len(), "{found:#?}");
+    }
+}

@@ -1,0 +1,75 @@
+//! Header rules at the proxy boundary, applied in both directions.
+
+use http::header::{
+    HeaderName, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    TRANSFER_ENCODING, UPGRADE,
+};
+use http::HeaderMap;
+
+/// The request id, kept from the client or generated, sent both ways.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Removes the hop-by-hop headers of RFC 9110 §7.6.1: `Connection` and every
+/// header it names, `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`,
+/// `Transfer-Encoding` and `Upgrade`. They describe one connection, not the
+/// message, so a proxy must not pass them on.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+        headers.remove(CONNECTION);
+    }
+    for name in [TE, TRAILER, TRANSFER_ENCODING, UPGRADE, PROXY_AUTHORIZATION, PROXY_AUTHENTICATE] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    // `Proxy-Connection` and any other `Proxy-*` header; rare, so look first.
+    if headers.keys().any(|k| k.as_str().starts_with("proxy-")) {
+        let proxy: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("proxy-"))
+            .cloned()
+            .collect();
+        for name in proxy {
+            headers.remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removes_hop_by_hop_headers_and_those_connection_names() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "keep-alive, X-Secret-Hop"),
+            ("connection", "x-other"),
+            ("keep-alive", "timeout=5"),
+            ("x-secret-hop", "1"),
+            ("x-other", "1"),
+            ("te", "trailers"),
+            ("trailer", "x-checksum"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic eA=="),
+            ("proxy-connection", "keep-alive"),
+            ("content-type", "application/json"),
+            ("authorization", "Bearer k"),
+        ] {
+            headers.append(name, value.parse().unwrap());
+        }
+        remove_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["content-type", "authorization"]);
+    }
+}

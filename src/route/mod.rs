@@ -1,0 +1,206 @@
+//! Routing: the second step of a request (`server` → **`route`** → `forward`).
+//!
+//! A request's path alone picks its route: the longest configured prefix that
+//! matches on whole path segments. Nothing else the client sends (an
+//! absolute-form target, a `Host` header) can change where it goes, so probity
+//! is never an open proxy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, Problem, Problems, RouteConfig, UpstreamUrl};
+use crate::forward::{Credential, Upstream};
+use crate::inspect::{self, Dialect};
+
+/// A configured route, ready to serve.
+pub struct Route {
+    /// The `route` label on metrics and logs.
+    pub name: Arc<str>,
+    pub prefix: String,
+    pub upstream: Upstream,
+    pub dialect: &'static dyn Dialect,
+    /// The provider credential from `api_key_env`, when it was set at start.
+    pub credential: Option<Credential>,
+    pub timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_response_bytes: u64,
+}
+
+/// What matched: the route and the rest of the path after its prefix.
+pub struct Matched<'a> {
+    pub route: &'a Arc<Route>,
+    /// Empty or starting with `/`.
+    pub rest: &'a str,
+}
+
+/// No configured prefix matches the path; the request is never forwarded.
+#[derive(Debug, thiserror::Error)]
+#[error("no route matches {path}")]
+pub struct NoRoute {
+    pub path: String,
+    /// The configured prefixes, so the error can tell the client what exists.
+    pub prefixes: Vec<String>,
+}
+
+/// All routes, longest prefix first so the first match is the most specific.
+pub struct RouteTable {
+    routes: Vec<Arc<Route>>,
+}
+
+impl RouteTable {
+    /// Builds the routes of a validated configuration. `env` reads the
+    /// credential variables; a variable that is set but cannot be a header
+    /// value is a problem, one that is unset is a warning (the client's own
+    /// credential then passes through).
+    pub fn build(config: &Config, env: impl Fn(&str) -> Option<String>) -> Result<Self, Problems> {
+        let mut problems = Vec::new();
+        let mut routes = Vec::with_capacity(config.routes.len());
+        for (i, route) in config.routes.iter().enumerate() {
+            match Self::build_one(route, &env) {
+                Ok(built) => routes.push(Arc::new(built)),
+                Err((key, why)) => problems.push(Problem::new(format!("routes[{i}].{key}"), why)),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Problems(problems));
+        }
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        Ok(Self { routes })
+    }
+
+    fn build_one(
+        route: &RouteConfig,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Route, (&'static str, String)> {
+        let url = UpstreamUrl::parse(&route.upstream).map_err(|why| ("upstream", why))?;
+        let dialect_name = route.dialect.ok_or(("dialect", "missing".to_string()))?;
+        let dialect = inspect::dialect(dialect_name);
+        let credential = match &route.api_key_env {
+            None => None,
+            Some(var) => match env(var).filter(|v| !v.is_empty()) {
+                Some(key) => Some(Credential::new(dialect, &key).map_err(|_| {
+                    let why = format!("{var} holds characters that cannot be sent in a header");
+                    ("api_key_env", why)
+                })?),
+                None => {
+                    tracing::warn!(
+                        route = %route.name,
+                        variable = %var,
+                        "credential variable is not set: the client's own credential passes through"
+                    );
+                    None
+                }
+            },
+        };
+        Ok(Route {
+            name: route.name.as_str().into(),
+            prefix: route.prefix.clone(),
+            upstream: Upstream::new(
+                url,
+                route.upstream.clone(),
+                Duration::from_millis(route.connect_timeout_ms),
+            ),
+            dialect,
+            credential,
+            timeout: Duration::from_millis(route.timeout_ms),
+            idle_timeout: Duration::from_millis(route.idle_timeout_ms),
+            max_response_bytes: route.max_response_bytes,
+        })
+    }
+
+    /// The route for a request path, and what is left of the path after its prefix.
+    pub fn find<'a>(&'a self, path: &'a str) -> Result<Matched<'a>, NoRoute> {
+        // `*` (OPTIONS) and authority-form (CONNECT) targets have no path to route.
+        let routable = path.starts_with('/');
+        for route in self.routes.iter().filter(|_| routable) {
+            if let Some(rest) = strip_prefix(path, &route.prefix) {
+                return Ok(Matched { route, rest });
+            }
+        }
+        Err(NoRoute {
+            path: path.to_string(),
+            prefixes: self.prefixes(),
+        })
+    }
+
+    pub fn prefixes(&self) -> Vec<String> {
+        let mut prefixes: Vec<String> = self.routes.iter().map(|r| r.prefix.clone()).collect();
+        prefixes.sort();
+        prefixes
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Route>> {
+        self.routes.iter()
+    }
+}
+
+/// `/ollama` matches `/ollama` and `/ollama/api/chat`, never `/ollamax`.
+fn strip_prefix<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    if prefix == "/" {
+        return Some(path);
+    }
+    let rest = path.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load;
+
+    fn table(prefixes: &[&str]) -> RouteTable {
+        let mut text = String::new();
+        for (i, prefix) in prefixes.iter().enumerate() {
+            text.push_str(&format!(
+                "[[routes]]\nname = \"r{i}\"\nprefix = \"{prefix}\"\nupstream = \"http://127.0.0.1:{}\"\ndialect = \"passthrough\"\n",
+                1000 + i
+            ));
+        }
+        RouteTable::build(&load(&text).unwrap(), |_| None).unwrap()
+    }
+
+    fn find<'a>(table: &'a RouteTable, path: &'a str) -> Option<(String, &'a str)> {
+        table.find(path).ok().map(|m| (m.route.prefix.clone(), m.rest))
+    }
+
+    #[test]
+    fn matches_whole_segments_and_strips_the_prefix() {
+        let t = table(&["/ollama"]);
+        assert_eq!(find(&t, "/ollama"), Some(("/ollama".into(), "")));
+        assert_eq!(find(&t, "/ollama/api/chat"), Some(("/ollama".into(), "/api/chat")));
+        assert_eq!(find(&t, "/ollama/"), Some(("/ollama".into(), "/")));
+        assert_eq!(find(&t, "/ollamax/api"), None);
+        assert_eq!(find(&t, "/"), None);
+        assert_eq!(find(&t, "*"), None);
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_whatever_the_order() {
+        let t = table(&["/a", "/a/b", "/"]);
+        assert_eq!(find(&t, "/a/b/c"), Some(("/a/b".into(), "/c")));
+        assert_eq!(find(&t, "/a/bc"), Some(("/a".into(), "/bc")));
+        assert_eq!(find(&t, "/z"), Some(("/".into(), "/z")));
+        assert_eq!(find(&t, "*"), None);
+        assert_eq!(find(&t, ""), None);
+    }
+
+    #[test]
+    fn no_route_lists_the_prefixes() {
+        let t = table(&["/b", "/a"]);
+        let err = t.find("/c").err().unwrap();
+        assert_eq!(err.prefixes, ["/a", "/b"]);
+    }
+
+    #[test]
+    fn a_credential_that_cannot_be_a_header_is_a_problem() {
+        let config = load(
+            "[[routes]]\nname = \"o\"\nprefix = \"/o\"\nupstream = \"https://api.openai.com\"\ndialect = \"openai\"\napi_key_env = \"K\"\n",
+        )
+        .unwrap();
+        let err = RouteTable::build(&config, |_| Some("sk-\nbad".into())).err().unwrap();
+        assert_eq!(err.0[0].path, "routes[0].api_key_env");
+        assert!(err.0[0].message.contains("K holds characters"));
+        assert!(RouteTable::build(&config, |_| Some("sk-good".into())).is_ok());
+        assert!(RouteTable::build(&config, |_| None).is_ok());
+    }
+}

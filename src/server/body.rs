@@ -1,0 +1,108 @@
+//! The body of every response probity sends, and the observation of its end.
+//!
+//! The request's log line and its metrics are emitted when the last byte has
+//! gone out (or the stream was cut, or the client left), not when the handler
+//! returns: for a stream that is minutes later.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+use crate::forward::{ForwardError, Relay};
+use crate::telemetry::{self, Ending, RequestRecord};
+
+/// What is sent: a body held whole, or a relayed stream.
+pub enum Payload {
+    Whole(Option<Bytes>),
+    Stream(Relay),
+}
+
+pub struct ResponseBody {
+    payload: Payload,
+    record: Option<RequestRecord>,
+    bytes: u64,
+}
+
+impl ResponseBody {
+    pub fn new(payload: Payload, record: RequestRecord) -> Self {
+        Self {
+            payload,
+            record: Some(record),
+            bytes: 0,
+        }
+    }
+
+    fn finish(&mut self, ending: Ending) {
+        if let Some(record) = self.record.take() {
+            telemetry::request_finished(&record, self.bytes, ending);
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = ForwardError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ForwardError>>> {
+        let this = &mut *self;
+        let polled = match &mut this.payload {
+            Payload::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Payload::Stream(relay) => Pin::new(relay).poll_frame(cx),
+        };
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if this.payload_ended() {
+                    this.finish(Ending::Complete);
+                }
+            }
+            Poll::Ready(Some(Err(err))) => {
+                if let Some(record) = &this.record {
+                    let route = record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
+                    telemetry::upstream_fault(route, &record.request_id, err, true);
+                }
+                this.finish(Ending::Cut(err.kind()));
+            }
+            Poll::Ready(None) => this.finish(Ending::Complete),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.payload_ended()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.payload {
+            Payload::Whole(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Payload::Stream(relay) => relay.size_hint(),
+        }
+    }
+}
+
+impl ResponseBody {
+    fn payload_ended(&self) -> bool {
+        match &self.payload {
+            Payload::Whole(bytes) => bytes.is_none(),
+            Payload::Stream(relay) => relay.is_end_stream(),
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    /// hyper drops the body early when the client goes away.
+    fn drop(&mut self) {
+        let ending = if self.payload_ended() {
+            Ending::Complete
+        } else {
+            Ending::ClientGone
+        };
+        self.finish(ending);
+    }
+}

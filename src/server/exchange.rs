@@ -1,0 +1,144 @@
+//! One request, from arrival to response, in explicit phases:
+//!
+//! 1. **request filter**: give it a request id, find its route (`route`),
+//!    read its body within `max_request_bytes`;
+//! 2. **upstream request**: build it (`forward::upstream_request`);
+//! 3. **fetch**: send it and read the response whole, or ready a relay
+//!    (`forward::fetch`);
+//! 4. **inspect**: the route's dialect judges a whole response (`inspect`);
+//! 5. **respond**: the upstream's status and headers (hop-by-hop removed,
+//!    `x-request-id` added) with the body as it came, or an error response.
+//!
+//! Every request ends in exactly one response: each fault becomes a
+//! [`ProxyError`], answered in one place (`error`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_LENGTH};
+use http::{response, HeaderMap, Request, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use super::body::{Payload, ResponseBody};
+use super::request_id::request_id;
+use super::Shared;
+use crate::error::{ProxyError, RequestError};
+use crate::forward::{self, remove_hop_by_hop, Fetched, X_REQUEST_ID};
+use crate::inspect::{Exchange, Verdict};
+use crate::route::Route;
+use crate::telemetry::{self, RequestRecord};
+
+/// The proxy's service: every request gets exactly one response.
+pub(super) async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let mut record = RequestRecord {
+        request_id: request_id(request.headers()),
+        route: None,
+        method: request.method().clone(),
+        path: request.uri().path().to_string(),
+        status: http::StatusCode::OK,
+        upstream_status: None,
+        started: Instant::now(),
+    };
+    let response = match exchange(&shared, request, &mut record).await {
+        Ok(response) => response,
+        Err(err) => {
+            let route = record.route.as_deref();
+            if let ProxyError::Forward(fault) = &err {
+                let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
+                telemetry::upstream_fault(label, &record.request_id, fault, false);
+            }
+            err.respond(route, &record.request_id)
+                .map(|body| Payload::Whole(Some(body)))
+        }
+    };
+    record.status = response.status();
+    Ok(response.map(|payload| ResponseBody::new(payload, record)))
+}
+
+async fn exchange(
+    shared: &Shared,
+    request: Request<Incoming>,
+    record: &mut RequestRecord,
+) -> Result<Response<Payload>, ProxyError> {
+    // Request filter.
+    let (parts, body) = request.into_parts();
+    let matched = shared.routes.find(parts.uri.path())?;
+    let route: &Route = matched.route;
+    record.route = Some(route.name.clone());
+    let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
+
+    // Upstream request.
+    let upstream_request =
+        forward::upstream_request(route, &parts, matched.rest, body.clone(), &record.request_id)
+            .map_err(|_| RequestError::BadTarget)?;
+
+    // Fetch.
+    match forward::fetch(route, upstream_request).await? {
+        Fetched::Whole(upstream, bytes) => {
+            record.upstream_status = Some(upstream.status);
+            // Inspect.
+            let verdict = route.dialect.inspect(&Exchange {
+                method: &parts.method,
+                path: matched.rest,
+                request_headers: &parts.headers,
+                request_body: &body,
+                status: upstream.status,
+                response_headers: &upstream.headers,
+                response_body: &bytes,
+            });
+            let (upstream, bytes) = match verdict {
+                Verdict::Pass => (upstream, bytes),
+                Verdict::Rewrite(rewritten) => {
+                    let mut upstream = upstream;
+                    upstream.headers.insert(CONTENT_LENGTH, rewritten.len().into());
+                    (upstream, rewritten)
+                }
+                Verdict::Reject(violation) => return Err(violation.into()),
+            };
+            Ok(respond(upstream, &record.request_id, Payload::Whole(Some(bytes))))
+        }
+        Fetched::Stream(upstream, relay) => {
+            record.upstream_status = Some(upstream.status);
+            Ok(respond(upstream, &record.request_id, Payload::Stream(relay)))
+        }
+    }
+}
+
+/// Reads the client's body, refusing it (before reading, when the length is
+/// declared) once it exceeds `limit`. Held whole because model requests are
+/// small JSON documents that inspection needs (`n`, the inputs, the schema).
+async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<Bytes, RequestError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return Err(RequestError::TooLarge { limit });
+    }
+    let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.is::<LengthLimitError>() => Err(RequestError::TooLarge { limit }),
+        Err(err) => Err(RequestError::Unreadable {
+            cause: err.to_string(),
+        }),
+    }
+}
+
+/// The client's response: the upstream's status and headers, minus the
+/// hop-by-hop ones, plus the request id.
+fn respond(upstream: response::Parts, request_id: &HeaderValue, payload: Payload) -> Response<Payload> {
+    let mut response = Response::new(payload);
+    *response.status_mut() = upstream.status;
+    let mut headers = upstream.headers;
+    remove_hop_by_hop(&mut headers);
+    headers.insert(X_REQUEST_ID, request_id.clone());
+    *response.headers_mut() = headers;
+    response
+}

@@ -1,0 +1,206 @@
+//! The proxy listener and the process lifecycle: the first step of a request
+//! (**`server`** → `route` → `forward`) and the last of its response.
+//!
+//! Accepts HTTP/1.1 and cleartext HTTP/2 (prior knowledge) on one port,
+//! refuses connections beyond `max_connections` with a 503, and on shutdown
+//! drains: `/readyz` turns 503, the listener closes, requests in flight
+//! (streams included) finish within `drain_timeout_ms`.
+
+mod body;
+mod exchange;
+mod request_id;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::admin;
+use crate::config::Config;
+use crate::error::{ProxyError, RequestError};
+use crate::route::RouteTable;
+use crate::telemetry;
+
+pub use body::ResponseBody;
+
+/// What every request handler reads.
+pub(crate) struct Shared {
+    pub routes: RouteTable,
+    pub max_request_bytes: u64,
+}
+
+/// Failures before serving: nothing is half-started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr} ({key}): {source}")]
+    Bind {
+        key: &'static str,
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+/// A bound, not yet serving, proxy.
+pub struct Probity {
+    shared: Arc<Shared>,
+    proxy: TcpListener,
+    admin: TcpListener,
+    metrics: PrometheusHandle,
+    max_connections: u64,
+    header_read_timeout: Duration,
+    drain_timeout: Duration,
+}
+
+impl Probity {
+    /// Binds both listeners of a validated configuration.
+    pub async fn bind(
+        config: &Config,
+        routes: RouteTable,
+        metrics: PrometheusHandle,
+    ) -> Result<Self, StartError> {
+        let server = &config.server;
+        let bind = |key: &'static str, addr: &str| {
+            let addr = addr.to_string();
+            async move {
+                TcpListener::bind(&addr)
+                    .await
+                    .map_err(|source| StartError::Bind { key, addr, source })
+            }
+        };
+        let proxy = bind("server.listen", &server.listen).await?;
+        let admin = bind("server.admin_listen", &server.admin_listen).await?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                routes,
+                max_request_bytes: server.max_request_bytes,
+            }),
+            proxy,
+            admin,
+            metrics,
+            max_connections: server.max_connections,
+            header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+            drain_timeout: Duration::from_millis(server.drain_timeout_ms),
+        })
+    }
+
+    pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
+        self.proxy.local_addr()
+    }
+
+    pub fn admin_addr(&self) -> std::io::Result<SocketAddr> {
+        self.admin.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves, then drains and returns.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) {
+        let ready = Arc::new(AtomicBool::new(true));
+        tokio::spawn(admin::serve(self.admin, ready.clone(), self.metrics));
+
+        let mut http = auto::Builder::new(TokioExecutor::new());
+        http.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout)
+            // The upstream's own Date passes through; hyper must not add one.
+            .auto_date_header(false);
+        http.http2().timer(TokioTimer::new());
+
+        let graceful = GracefulShutdown::new();
+        let active = Arc::new(AtomicU64::new(0));
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, _peer) = tokio::select! {
+                () = &mut shutdown => break,
+                accepted = self.proxy.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        // Out of file descriptors, usually: back off, don't spin.
+                        tracing::warn!(error = %err, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            if active.load(Ordering::Relaxed) >= self.max_connections {
+                tokio::spawn(refuse(stream, self.max_connections));
+                continue;
+            }
+            let slot = ConnectionSlot::take(&active);
+            let shared = self.shared.clone();
+            let service = service_fn(move |request| exchange::handle(shared.clone(), request));
+            let http = http.clone();
+            let watcher = graceful.watcher();
+            tokio::spawn(async move {
+                let connection = http.serve_connection(TokioIo::new(stream), service);
+                if let Err(err) = watcher.watch(connection).await {
+                    tracing::debug!(error = %err, "client connection ended with an error");
+                }
+                drop(slot);
+            });
+        }
+
+        // Drain: not ready, no new connections, in-flight requests finish.
+        ready.store(false, Ordering::SeqCst);
+        drop(self.proxy);
+        let in_flight = active.load(Ordering::Relaxed);
+        tracing::info!(connections = in_flight, "draining");
+        match tokio::time::timeout(self.drain_timeout, graceful.shutdown()).await {
+            Ok(()) => tracing::info!("drained: every request in flight completed"),
+            Err(_) => tracing::warn!(
+                connections = active.load(Ordering::Relaxed),
+                drain_timeout_ms = self.drain_timeout.as_millis() as u64,
+                "drain timeout reached: closing the connections still open"
+            ),
+        }
+    }
+}
+
+/// Counts a connection for `max_connections` while it lives.
+struct ConnectionSlot(Arc<AtomicU64>);
+
+impl ConnectionSlot {
+    fn take(active: &Arc<AtomicU64>) -> Self {
+        active.fetch_add(1, Ordering::Relaxed);
+        Self(active.clone())
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Answers every request of a connection over the limit with 503 and
+/// `Retry-After`, then closes it. A reply beats a silent drop: the client
+/// learns why and when to come back.
+async fn refuse(stream: TcpStream, limit: u64) {
+    let service = service_fn(move |request: Request<Incoming>| async move {
+        telemetry::overload_rejected(limit);
+        let request_id = request_id::request_id(request.headers());
+        let mut response = ProxyError::from(RequestError::Overloaded { limit })
+            .respond(None, &request_id)
+            .map(http_body_util::Full::new);
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+        Ok::<Response<_>, std::convert::Infallible>(response)
+    });
+    let mut http = auto::Builder::new(TokioExecutor::new());
+    http.http1()
+        .keep_alive(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(5));
+    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+}

@@ -1,0 +1,136 @@
+//! Metrics and logs, emitted together: each event below is one function that
+//! both counts and logs, so the two can never tell different stories.
+//!
+//! Label values come only from the configuration (route names) or from closed
+//! sets (status codes, error kinds), so cardinality stays bounded. Logs carry
+//! no bodies, no query strings and no credentials.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderValue, Method, StatusCode};
+use metrics::{counter, describe_counter, describe_histogram, histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::time::Instant;
+
+use crate::forward::ForwardError;
+
+pub const REQUESTS_TOTAL: &str = "probity_requests_total";
+pub const REQUEST_DURATION_SECONDS: &str = "probity_request_duration_seconds";
+pub const UPSTREAM_ERRORS_TOTAL: &str = "probity_upstream_errors_total";
+pub const OVERLOAD_REJECTIONS_TOTAL: &str = "probity_overload_rejections_total";
+
+/// The `route` label of a request that matched no route. Route names start
+/// with a letter or digit, so this never collides with one.
+pub const NO_ROUTE_LABEL: &str = "-";
+
+/// Buckets for request durations: model calls range from a millisecond
+/// (a cached embedding) to minutes (a long generation).
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0, 300.0,
+];
+
+/// Installs the process-wide Prometheus recorder and describes every metric.
+pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(REQUEST_DURATION_SECONDS.into()),
+            DURATION_BUCKETS,
+        )?
+        .install_recorder()?;
+    describe_counter!(REQUESTS_TOTAL, "Requests answered, by route and HTTP status sent.");
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from the request's arrival to the last byte of its response."
+    );
+    describe_counter!(
+        UPSTREAM_ERRORS_TOTAL,
+        "Upstream faults by kind: unreachable, timeout, reset, too_large."
+    );
+    describe_counter!(
+        OVERLOAD_REJECTIONS_TOTAL,
+        "Requests refused with 503 because max_connections was reached."
+    );
+    Ok(handle)
+}
+
+/// What is known about one request when its response ends.
+pub struct RequestRecord {
+    pub request_id: HeaderValue,
+    pub route: Option<Arc<str>>,
+    pub method: Method,
+    /// The path only: a query string may carry a credential (`?key=`).
+    pub path: String,
+    pub status: StatusCode,
+    pub upstream_status: Option<StatusCode>,
+    pub started: Instant,
+}
+
+/// How a response ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The last byte went out.
+    Complete,
+    /// An upstream fault cut a stream after its status line.
+    Cut(&'static str),
+    /// The client went away before the end.
+    ClientGone,
+}
+
+impl Ending {
+    fn as_str(self) -> &'static str {
+        match self {
+            Ending::Complete => "complete",
+            Ending::Cut(_) => "cut",
+            Ending::ClientGone => "client_gone",
+        }
+    }
+}
+
+/// A response has ended: one log line and the request metrics.
+pub fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
+    let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL).to_string();
+    let elapsed = record.started.elapsed();
+    counter!(REQUESTS_TOTAL, "route" => route.clone(), "status" => record.status.as_u16().to_string())
+        .increment(1);
+    histogram!(REQUEST_DURATION_SECONDS, "route" => route.clone()).record(elapsed.as_secs_f64());
+    tracing::info!(
+        request_id = record.request_id.to_str().unwrap_or("-"),
+        route = %route,
+        method = %record.method,
+        path = %record.path,
+        status = record.status.as_u16(),
+        upstream_status = record.upstream_status.map(|s| s.as_u16()),
+        duration_ms = millis(elapsed),
+        bytes,
+        ending = ending.as_str(),
+        "request"
+    );
+}
+
+/// An upstream fault, before the status line (`streaming` false, the client
+/// got an error response) or inside a stream that was then cut.
+pub fn upstream_fault(route: &str, request_id: &HeaderValue, err: &ForwardError, streaming: bool) {
+    counter!(UPSTREAM_ERRORS_TOTAL, "route" => route.to_string(), "kind" => err.kind())
+        .increment(1);
+    tracing::warn!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        kind = err.kind(),
+        streaming,
+        error = %err,
+        "upstream fault"
+    );
+}
+
+/// A connection over `max_connections` was answered 503.
+pub fn overload_rejected(max_connections: u64) {
+    counter!(OVERLOAD_REJECTIONS_TOTAL).increment(1);
+    tracing::warn!(max_connections, "over max_connections: request refused with 503");
+}
+
+fn millis(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e3
+}
