@@ -221,7 +221,10 @@ mod tests {
         assert_eq!(error["code"], "timeout_ms");
         assert_eq!(error["route"], "ollama");
         assert_eq!(error["request_id"], "rid-1");
-        assert!(error["message"].as_str().unwrap().contains("within 1500 ms"));
+        assert!(error["message"]
+            .as_str()
+            .unwrap()
+            .contains("within 1500 ms"));
         assert_eq!(json.as_object().unwrap().len(), 1);
         assert_eq!(error.as_object().unwrap().len(), 5);
     }

@@ -21,8 +21,9 @@ fn main() -> ExitCode {
 }
 
 fn check_config(path: &std::path::Path) -> ExitCode {
-    let checked = config::load_file(path)
-        .and_then(|config| RouteTable::build(&config, |var| std::env::var(var).ok()).map(|_| config));
+    let checked = config::load_file(path).and_then(|config| {
+        RouteTable::build(&config, |var| std::env::var(var).ok()).map(|_| config)
+    });
     match checked {
         Ok(config) => {
             println!("{}: ok ({} routes)", path.display(), config.routes.len());
@@ -43,7 +44,10 @@ fn report(source: &str, problems: &Problems) -> ExitCode {
 fn run(path: Option<&std::path::Path>) -> ExitCode {
     let (source, loaded) = match path {
         Some(path) => (path.display().to_string(), config::load_file(path)),
-        None => ("embedded default configuration".to_string(), config::load(config::DEFAULT_TOML)),
+        None => (
+            "embedded default configuration".to_string(),
+            config::load(config::DEFAULT_TOML),
+        ),
     };
     let config: Config = match loaded {
         Ok(config) => config,
@@ -54,7 +58,10 @@ fn run(path: Option<&std::path::Path>) -> ExitCode {
         Err(problems) => return report(&source, &problems),
     };
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("cannot start the async runtime: {err}");
@@ -123,7 +130,11 @@ fn init_logs() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if std::env::var("PROBITY_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().flatten_event(true).with_current_span(false).init();
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init();
     } else {
         builder.init();
     }

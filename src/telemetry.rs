@@ -39,7 +39,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
             DURATION_BUCKETS,
         )?
         .install_recorder()?;
-    describe_counter!(REQUESTS_TOTAL, "Requests answered, by route and HTTP status sent.");
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Requests answered, by route and HTTP status sent."
+    );
     describe_histogram!(
         REQUEST_DURATION_SECONDS,
         Unit::Seconds,
@@ -91,7 +94,11 @@ impl Ending {
 
 /// A response has ended: one log line and the request metrics.
 pub fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
-    let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL).to_string();
+    let route = record
+        .route
+        .as_deref()
+        .unwrap_or(NO_ROUTE_LABEL)
+        .to_string();
     let elapsed = record.started.elapsed();
     counter!(REQUESTS_TOTAL, "route" => route.clone(), "status" => record.status.as_u16().to_string())
         .increment(1);
@@ -128,7 +135,10 @@ pub fn upstream_fault(route: &str, request_id: &HeaderValue, err: &ForwardError,
 /// A connection over `max_connections` was answered 503.
 pub fn overload_rejected(max_connections: u64) {
     counter!(OVERLOAD_REJECTIONS_TOTAL).increment(1);
-    tracing::warn!(max_connections, "over max_connections: request refused with 503");
+    tracing::warn!(
+        max_connections,
+        "over max_connections: request refused with 503"
+    );
 }
 
 fn millis(duration: Duration) -> f64 {

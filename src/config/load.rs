@@ -209,7 +209,10 @@ mod tests {
         assert!(has("server.colour: unknown field"), "{found:#?}");
         assert!(has("server.listen: not an ip:port"), "{found:#?}");
         assert!(has("routes[1].upstream: not an http(s) URL"), "{found:#?}");
-        assert!(has("routes[1].dialect: unknown variant `klingon`"), "{found:#?}");
+        assert!(
+            has("routes[1].dialect: unknown variant `klingon`"),
+            "{found:#?}"
+        );
         assert!(has("routes[1].tiemout_ms: unknown field"), "{found:#?}");
         assert!(has("routes[1].timeout_ms: invalid value"), "{found:#?}");
         assert_eq!(found.len(), 7, "{found:#?}");
@@ -241,7 +244,9 @@ mod tests {
     #[test]
     fn unknown_top_level_tables_and_a_non_array_routes_are_reported() {
         let found = problems("routes = 3\n[sever]\nlisten = \"x\"\n");
-        assert!(found.iter().any(|p| p.starts_with("routes: must be an array")));
+        assert!(found
+            .iter()
+            .any(|p| p.starts_with("routes: must be an array")));
         assert!(found.iter().any(|p| p.starts_with("sever: unknown key")));
     }
 }

@@ -141,7 +141,15 @@ mod tests {
         let prefixes: Vec<&str> = config.routes.iter().map(|r| r.prefix.as_str()).collect();
         assert_eq!(
             prefixes,
-            ["/ollama", "/openai", "/anthropic", "/cohere", "/jina", "/voyage", "/tei"]
+            [
+                "/ollama",
+                "/openai",
+                "/anthropic",
+                "/cohere",
+                "/jina",
+                "/voyage",
+                "/tei"
+            ]
         );
         assert_eq!(config.server.listen, "127.0.0.1:8080");
         assert_eq!(config.server.admin_listen, "127.0.0.1:9464");

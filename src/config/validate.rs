@@ -60,9 +60,21 @@ impl Config {
                 ));
             }
         }
-        positive("server.max_request_bytes", server.max_request_bytes, &mut problems);
-        positive("server.max_connections", server.max_connections, &mut problems);
-        positive("server.header_read_timeout_ms", server.header_read_timeout_ms, &mut problems);
+        positive(
+            "server.max_request_bytes",
+            server.max_request_bytes,
+            &mut problems,
+        );
+        positive(
+            "server.max_connections",
+            server.max_connections,
+            &mut problems,
+        );
+        positive(
+            "server.header_read_timeout_ms",
+            server.header_read_timeout_ms,
+            &mut problems,
+        );
 
         if self.routes.is_empty() {
             problems.push(Problem::new(
@@ -87,7 +99,10 @@ impl Config {
                 if let Some(first) = prefixes.insert(&route.prefix, i) {
                     problems.push(Problem::new(
                         format!("{path}.prefix"),
-                        format!("\"{}\" is already the prefix of routes[{first}]", route.prefix),
+                        format!(
+                            "\"{}\" is already the prefix of routes[{first}]",
+                            route.prefix
+                        ),
                     ));
                 }
             }
@@ -103,10 +118,16 @@ impl RouteConfig {
         };
 
         if self.name.is_empty() {
-            problem("name", "missing (required): the route label on metrics and logs".into());
+            problem(
+                "name",
+                "missing (required): the route label on metrics and logs".into(),
+            );
         } else if self.name.len() > 64
             || !self.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
         {
             problem(
                 "name",
@@ -123,18 +144,27 @@ impl RouteConfig {
         }
 
         if self.upstream.is_empty() {
-            problem("upstream", "missing (required): e.g. \"http://127.0.0.1:11434\"".into());
+            problem(
+                "upstream",
+                "missing (required): e.g. \"http://127.0.0.1:11434\"".into(),
+            );
         } else if let Err(why) = UpstreamUrl::parse(&self.upstream) {
             problem("upstream", why);
         }
 
         if self.dialect.is_none() {
             let names: Vec<&str> = DialectName::ALL.iter().map(|d| d.as_str()).collect();
-            problem("dialect", format!("missing (required): one of {}", names.join(", ")));
+            problem(
+                "dialect",
+                format!("missing (required): one of {}", names.join(", ")),
+            );
         }
 
         if let Some(var) = &self.api_key_env {
-            let valid = var.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            let valid = var
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
                 problem(
@@ -278,7 +308,10 @@ mod tests {
             "routes[2].dialect: missing",
         ];
         for e in expect {
-            assert!(found.iter().any(|f| f.starts_with(e)), "no {e:?} in {found:#?}");
+            assert!(
+                found.iter().any(|f| f.starts_with(e)),
+                "no {e:?} in {found:#?}"
+            );
         }
         assert_eq!(found.len(), expect.len(), "{found:#?}");
     }

@@ -27,7 +27,14 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
         }
         headers.remove(CONNECTION);
     }
-    for name in [TE, TRAILER, TRANSFER_ENCODING, UPGRADE, PROXY_AUTHORIZATION, PROXY_AUTHENTICATE] {
+    for name in [
+        TE,
+        TRAILER,
+        TRANSFER_ENCODING,
+        UPGRADE,
+        PROXY_AUTHORIZATION,
+        PROXY_AUTHENTICATE,
+    ] {
         headers.remove(name);
     }
     headers.remove("keep-alive");

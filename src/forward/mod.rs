@@ -303,7 +303,13 @@ impl Collector {
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers.get(CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+    headers
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Whether a response is relayed live: event streams and NDJSON always, and
@@ -313,7 +319,13 @@ fn is_stream(headers: &HeaderMap) -> bool {
     let media = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     match media.as_str() {
         "text/event-stream"
@@ -330,7 +342,11 @@ fn is_stream(headers: &HeaderMap) -> bool {
 }
 
 /// A failed send: no connection at all, or one that broke before the response head.
-fn classify(upstream: &Upstream, dialect: &dyn Dialect, err: &hyper_util::client::legacy::Error) -> ForwardError {
+fn classify(
+    upstream: &Upstream,
+    dialect: &dyn Dialect,
+    err: &hyper_util::client::legacy::Error,
+) -> ForwardError {
     if err.is_connect() {
         ForwardError::Unreachable {
             upstream: upstream.display.clone(),
@@ -377,12 +393,24 @@ mod tests {
 
     #[test]
     fn streams_are_event_streams_ndjson_and_unsized_non_json() {
-        assert!(is_stream(&headers(&[("content-type", "text/event-stream; charset=utf-8")])));
-        assert!(is_stream(&headers(&[("content-type", "application/x-ndjson")])));
+        assert!(is_stream(&headers(&[(
+            "content-type",
+            "text/event-stream; charset=utf-8"
+        )])));
+        assert!(is_stream(&headers(&[(
+            "content-type",
+            "application/x-ndjson"
+        )])));
         assert!(is_stream(&headers(&[("content-type", "text/plain")])));
         assert!(is_stream(&headers(&[])));
-        assert!(!is_stream(&headers(&[("content-type", "application/json")])));
-        assert!(!is_stream(&headers(&[("content-type", "application/problem+json")])));
+        assert!(!is_stream(&headers(&[(
+            "content-type",
+            "application/json"
+        )])));
+        assert!(!is_stream(&headers(&[(
+            "content-type",
+            "application/problem+json"
+        )])));
         assert!(!is_stream(&headers(&[
             ("content-type", "text/plain"),
             ("content-length", "3")
@@ -406,12 +434,24 @@ mod tests {
 
     #[test]
     fn upstream_uris_join_base_path_rest_and_query() {
-        let url = |u: &str| Upstream::new(UpstreamUrl::parse(u).unwrap(), u.into(), Duration::from_secs(1));
+        let url = |u: &str| {
+            Upstream::new(
+                UpstreamUrl::parse(u).unwrap(),
+                u.into(),
+                Duration::from_secs(1),
+            )
+        };
         let up = url("http://127.0.0.1:9/v1");
-        assert_eq!(up.uri("/embeddings", Some("a=1")).unwrap(), "http://127.0.0.1:9/v1/embeddings?a=1");
+        assert_eq!(
+            up.uri("/embeddings", Some("a=1")).unwrap(),
+            "http://127.0.0.1:9/v1/embeddings?a=1"
+        );
         assert_eq!(up.uri("", None).unwrap(), "http://127.0.0.1:9/v1");
         let up = url("http://127.0.0.1:9");
         assert_eq!(up.uri("", None).unwrap(), "http://127.0.0.1:9/");
-        assert_eq!(up.uri("/api/chat", None).unwrap(), "http://127.0.0.1:9/api/chat");
+        assert_eq!(
+            up.uri("/api/chat", None).unwrap(),
+            "http://127.0.0.1:9/api/chat"
+        );
     }
 }

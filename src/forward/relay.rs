@@ -112,7 +112,9 @@ impl Body for Relay {
             match Pin::new(&mut this.body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     // Trailers describe the upstream hop only; data goes on.
-                    let Ok(data) = frame.into_data() else { continue };
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
                     this.sent += data.len() as u64;
                     if this.sent > this.limit {
                         return Poll::Ready(Some(Err(this.too_large())));

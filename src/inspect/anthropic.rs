@@ -17,7 +17,10 @@ impl Dialect for Anthropic {
         &self,
         key: &str,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidHeaderValue> {
-        Ok(vec![(HeaderName::from_static("x-api-key"), HeaderValue::try_from(key)?)])
+        Ok(vec![(
+            HeaderName::from_static("x-api-key"),
+            HeaderValue::try_from(key)?,
+        )])
     }
 
     fn default_headers(&self) -> &'static [(&'static str, &'static str)] {

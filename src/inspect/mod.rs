@@ -48,7 +48,10 @@ pub trait Dialect: Send + Sync {
         &self,
         key: &str,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidHeaderValue> {
-        Ok(vec![(AUTHORIZATION, HeaderValue::try_from(format!("Bearer {key}"))?)])
+        Ok(vec![(
+            AUTHORIZATION,
+            HeaderValue::try_from(format!("Bearer {key}"))?,
+        )])
     }
 
     /// Headers set beside a configured credential, only when the client did
@@ -116,9 +119,16 @@ mod tests {
 
     #[test]
     fn credentials_are_presented_in_each_providers_header() {
-        let bearer = dialect(DialectName::Openai).credential_headers("sk-1").unwrap();
-        assert_eq!(bearer, vec![(AUTHORIZATION, HeaderValue::from_static("Bearer sk-1"))]);
-        let anthropic = dialect(DialectName::Anthropic).credential_headers("sk-ant").unwrap();
+        let bearer = dialect(DialectName::Openai)
+            .credential_headers("sk-1")
+            .unwrap();
+        assert_eq!(
+            bearer,
+            vec![(AUTHORIZATION, HeaderValue::from_static("Bearer sk-1"))]
+        );
+        let anthropic = dialect(DialectName::Anthropic)
+            .credential_headers("sk-ant")
+            .unwrap();
         assert_eq!(anthropic[0].0.as_str(), "x-api-key");
         assert_eq!(anthropic[0].1, "sk-ant");
         assert_eq!(

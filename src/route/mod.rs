@@ -160,14 +160,20 @@ mod tests {
     }
 
     fn find<'a>(table: &'a RouteTable, path: &'a str) -> Option<(String, &'a str)> {
-        table.find(path).ok().map(|m| (m.route.prefix.clone(), m.rest))
+        table
+            .find(path)
+            .ok()
+            .map(|m| (m.route.prefix.clone(), m.rest))
     }
 
     #[test]
     fn matches_whole_segments_and_strips_the_prefix() {
         let t = table(&["/ollama"]);
         assert_eq!(find(&t, "/ollama"), Some(("/ollama".into(), "")));
-        assert_eq!(find(&t, "/ollama/api/chat"), Some(("/ollama".into(), "/api/chat")));
+        assert_eq!(
+            find(&t, "/ollama/api/chat"),
+            Some(("/ollama".into(), "/api/chat"))
+        );
         assert_eq!(find(&t, "/ollama/"), Some(("/ollama".into(), "/")));
         assert_eq!(find(&t, "/ollamax/api"), None);
         assert_eq!(find(&t, "/"), None);
@@ -197,7 +203,9 @@ mod tests {
             "[[routes]]\nname = \"o\"\nprefix = \"/o\"\nupstream = \"https://api.openai.com\"\ndialect = \"openai\"\napi_key_env = \"K\"\n",
         )
         .unwrap();
-        let err = RouteTable::build(&config, |_| Some("sk-\nbad".into())).err().unwrap();
+        let err = RouteTable::build(&config, |_| Some("sk-\nbad".into()))
+            .err()
+            .unwrap();
         assert_eq!(err.0[0].path, "routes[0].api_key_env");
         assert!(err.0[0].message.contains("K holds characters"));
         assert!(RouteTable::build(&config, |_| Some("sk-good".into())).is_ok());

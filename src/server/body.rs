@@ -80,7 +80,9 @@ impl Body for ResponseBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.payload {
-            Payload::Whole(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Payload::Whole(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
             Payload::Stream(relay) => relay.size_hint(),
         }
     }

@@ -74,9 +74,14 @@ async fn exchange(
     let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
 
     // Upstream request.
-    let upstream_request =
-        forward::upstream_request(route, &parts, matched.rest, body.clone(), &record.request_id)
-            .map_err(|_| RequestError::BadTarget)?;
+    let upstream_request = forward::upstream_request(
+        route,
+        &parts,
+        matched.rest,
+        body.clone(),
+        &record.request_id,
+    )
+    .map_err(|_| RequestError::BadTarget)?;
 
     // Fetch.
     match forward::fetch(route, upstream_request).await? {
@@ -96,16 +101,26 @@ async fn exchange(
                 Verdict::Pass => (upstream, bytes),
                 Verdict::Rewrite(rewritten) => {
                     let mut upstream = upstream;
-                    upstream.headers.insert(CONTENT_LENGTH, rewritten.len().into());
+                    upstream
+                        .headers
+                        .insert(CONTENT_LENGTH, rewritten.len().into());
                     (upstream, rewritten)
                 }
                 Verdict::Reject(violation) => return Err(violation.into()),
             };
-            Ok(respond(upstream, &record.request_id, Payload::Whole(Some(bytes))))
+            Ok(respond(
+                upstream,
+                &record.request_id,
+                Payload::Whole(Some(bytes)),
+            ))
         }
         Fetched::Stream(upstream, relay) => {
             record.upstream_status = Some(upstream.status);
-            Ok(respond(upstream, &record.request_id, Payload::Stream(relay)))
+            Ok(respond(
+                upstream,
+                &record.request_id,
+                Payload::Stream(relay),
+            ))
         }
     }
 }
@@ -133,7 +148,11 @@ async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<By
 
 /// The client's response: the upstream's status and headers, minus the
 /// hop-by-hop ones, plus the request id.
-fn respond(upstream: response::Parts, request_id: &HeaderValue, payload: Payload) -> Response<Payload> {
+fn respond(
+    upstream: response::Parts,
+    request_id: &HeaderValue,
+    payload: Payload,
+) -> Response<Payload> {
     let mut response = Response::new(payload);
     *response.status_mut() = upstream.status;
     let mut headers = upstream.headers;

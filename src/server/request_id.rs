@@ -56,7 +56,10 @@ mod tests {
         assert_eq!(request_id(&headers), "client-42");
         headers.insert(X_REQUEST_ID, HeaderValue::from_static("has space"));
         assert_ne!(request_id(&headers), "has space");
-        headers.insert(X_REQUEST_ID, HeaderValue::try_from("x".repeat(129)).unwrap());
+        headers.insert(
+            X_REQUEST_ID,
+            HeaderValue::try_from("x".repeat(129)).unwrap(),
+        );
         assert_eq!(request_id(&headers).len(), 32);
     }
 
