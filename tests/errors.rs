@@ -389,3 +389,40 @@ async fn a_stream_over_the_limit_is_cut() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn a_tls_failure_is_upstream_unreachable() {
+    // An https:// upstream that speaks plain HTTP: the TLS handshake fails.
+    let upstream = Upstream::json(b"{}").await;
+    let https = format!("https://{}", upstream.addr);
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &https, "openai", FAST),
+    ));
+    let error = get(&probity.url("/openai/v1/models"))
+        .await
+        .error(502, "upstream_unreachable");
+    assert!(
+        error["message"].as_str().unwrap().contains(&https),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_head_is_disconnected() {
+    let upstream = Upstream::json(b"{}").await;
+    let probity = Probity::start(&config(
+        "header_read_timeout_ms = 200",
+        &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
+    ));
+    let started = std::time::Instant::now();
+    // `raw` reads until the server closes; a slow head must not hold the slot.
+    let reply = raw(
+        probity.addr,
+        b"GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\n",
+    )
+    .await;
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!(!reply.contains("200 OK"), "{reply}");
+    assert!(upstream.requests().is_empty());
+}
