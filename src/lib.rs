@@ -2,16 +2,21 @@
 //! response it passes on.
 //!
 //! A request flows `server` → `route` → `forward`; its response flows back
-//! through `inspect` (per provider dialect) → `server`. `config` is read once
-//! at start, `admin` serves metrics and health on its own port, `error` maps
+//! through `inspect` (per provider dialect, using `invariants` for the
+//! payload and `figures` for the ancillary figures) → `server`. `capture`
+//! keeps what was rewritten or rejected, `config` is read once at start,
+//! `admin` serves metrics, health and captures on its own port, `error` maps
 //! every fault to one HTTP error shape, `telemetry` logs and counts.
 
 pub mod admin;
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod figures;
 pub mod forward;
 pub mod inspect;
+pub mod invariants;
 pub mod route;
 pub mod server;
 pub mod telemetry;

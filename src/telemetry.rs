@@ -19,6 +19,10 @@ pub const REQUESTS_TOTAL: &str = "probity_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "probity_request_duration_seconds";
 pub const UPSTREAM_ERRORS_TOTAL: &str = "probity_upstream_errors_total";
 pub const OVERLOAD_REJECTIONS_TOTAL: &str = "probity_overload_rejections_total";
+pub const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_invalid_response_total";
+pub const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
+pub const TOKENS_TOTAL: &str = "probity_tokens_total";
+pub const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -56,6 +60,22 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         OVERLOAD_REJECTIONS_TOTAL,
         "Requests refused with 503 because max_connections was reached."
     );
+    describe_counter!(
+        PROVIDER_INVALID_RESPONSE_TOTAL,
+        "Responses refused with 502 because a payload invariant was broken, by invariant."
+    );
+    describe_counter!(
+        MALFORMED_FIGURES_TOTAL,
+        "Ancillary figures found malformed and nulled, by the figure's pointer."
+    );
+    describe_counter!(
+        TOKENS_TOTAL,
+        "Tokens as reported by providers, counted only from well-formed figures."
+    );
+    describe_counter!(
+        UNINSPECTED_TOTAL,
+        "Responses passed unchecked because the request could not be read, by reason."
+    );
     Ok(handle)
 }
 
@@ -69,6 +89,8 @@ pub struct RequestRecord {
     pub status: StatusCode,
     pub upstream_status: Option<StatusCode>,
     pub started: Instant,
+    /// The upstream response was kept in the capture store.
+    pub captured: bool,
 }
 
 /// How a response ended.
@@ -113,6 +135,7 @@ pub fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
         duration_ms = millis(elapsed),
         bytes,
         ending = ending.as_str(),
+        captured = record.captured,
         "request"
     );
 }
@@ -143,4 +166,49 @@ pub fn overload_rejected(max_connections: u64) {
 
 fn millis(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// A payload invariant was broken: the client gets a 502.
+pub fn invalid_response(route: &str, request_id: &HeaderValue, invariant: &'static str) {
+    counter!(PROVIDER_INVALID_RESPONSE_TOTAL, "route" => route.to_string(), "invariant" => invariant)
+        .increment(1);
+    tracing::warn!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        invariant,
+        "provider response rejected: payload invariant broken"
+    );
+}
+
+/// Malformed figures were nulled. The pointers come from the dialect's
+/// fixed table, never from the body, and no value is logged.
+pub fn figures_normalized(route: &str, request_id: &HeaderValue, figures: &[&'static str]) {
+    for figure in figures {
+        counter!(MALFORMED_FIGURES_TOTAL, "route" => route.to_string(), "figure" => *figure)
+            .increment(1);
+    }
+    tracing::warn!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        figures = %figures.join(","),
+        "malformed figures nulled"
+    );
+}
+
+/// Well-formed token figures, by kind.
+pub fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
+    for (kind, count) in tokens {
+        counter!(TOKENS_TOTAL, "route" => route.to_string(), "kind" => *kind).increment(*count);
+    }
+}
+
+/// A response passed unchecked because its request could not be read.
+pub fn uninspected(route: &str, request_id: &HeaderValue, reason: &'static str) {
+    counter!(UNINSPECTED_TOTAL, "route" => route.to_string(), "reason" => reason).increment(1);
+    tracing::debug!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        reason,
+        "response passed uninspected"
+    );
 }

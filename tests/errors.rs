@@ -215,7 +215,7 @@ async fn a_request_over_the_limit_is_413_and_not_forwarded() {
         &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
     ));
     // Declared length.
-    let error = post(&probity.url("/ollama/api/embed"), vec![b'x'; 4096])
+    let error = post(&probity.url("/ollama/api/show"), vec![b'x'; 4096])
         .await
         .error(413, "request_too_large");
     assert!(error["message"]
@@ -228,7 +228,7 @@ async fn a_request_over_the_limit_is_413_and_not_forwarded() {
         tx.send(Bytes::from(vec![b'y'; 600])).await.unwrap();
     }
     drop(tx);
-    let request = Request::post(probity.url("/ollama/api/embed"))
+    let request = Request::post(probity.url("/ollama/api/show"))
         .body(ReplyStream::from(rx))
         .unwrap();
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -239,7 +239,7 @@ async fn a_request_over_the_limit_is_413_and_not_forwarded() {
     assert_eq!(response.status(), 413);
     // Exactly at the limit passes.
     assert_eq!(
-        post(&probity.url("/ollama/api/embed"), vec![b'z'; 1024])
+        post(&probity.url("/ollama/api/show"), vec![b'z'; 1024])
             .await
             .status,
         200

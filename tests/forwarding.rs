@@ -270,7 +270,7 @@ async fn hop_by_hop_headers_are_removed_both_ways() {
         &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
     ));
 
-    let request = Request::post(probity.url("/ollama/api/embed"))
+    let request = Request::post(probity.url("/ollama/api/show"))
         .header("connection", "keep-alive, X-Client-Hop")
         .header("x-client-hop", "secret-of-this-hop")
         .header("keep-alive", "timeout=5")
@@ -490,7 +490,7 @@ async fn http2_prior_knowledge_clients_are_served() {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .http2_only(true)
         .build(hyper_util::client::legacy::connect::HttpConnector::new());
-    let request = Request::post(probity.url("/ollama/api/embed"))
+    let request = Request::post(probity.url("/ollama/api/show"))
         .body(Full::new(Bytes::from_static(b"{\"input\":\"x\"}")))
         .unwrap();
     let response = within("h2 response", client.request(request))

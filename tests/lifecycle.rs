@@ -149,7 +149,7 @@ async fn admin_endpoints_answer_on_their_own_port() {
         "",
         &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
     ));
-    post(&probity.url("/ollama/api/embed"), "{}").await;
+    post(&probity.url("/ollama/api/show"), "{}").await;
     get(&probity.url("/nowhere")).await;
 
     let health = get(&probity.admin_url("/healthz")).await;

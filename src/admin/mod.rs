@@ -3,7 +3,11 @@
 //!
 //! - `GET /metrics`: Prometheus text format;
 //! - `GET /healthz`: 200 while the process is up;
-//! - `GET /readyz`: 200 while accepting traffic, 503 while draining.
+//! - `GET /readyz`: 200 while accepting traffic, 503 while draining;
+//! - `GET /captures`: the capture store's listing, the newest first;
+//! - `GET /captures/{request_id}`: one capture's verbatim upstream body, with
+//!   its content type; the upstream status and headers are in
+//!   `probity-upstream-status` and `probity-upstream-<header name>`.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -21,12 +25,19 @@ use hyper_util::server::conn::auto;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
+use crate::capture::{rfc3339, Capture, CaptureStore, Outcome};
+
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves the admin endpoints until the process exits; it outlives the proxy
 /// listener during a drain so that `/readyz` can say 503.
-pub async fn serve(listener: TcpListener, ready: Arc<AtomicBool>, metrics: PrometheusHandle) {
+pub async fn serve(
+    listener: TcpListener,
+    ready: Arc<AtomicBool>,
+    metrics: PrometheusHandle,
+    captures: Arc<CaptureStore>,
+) {
     // Histograms are drained into their buckets by upkeep, not on render.
     let upkeep = metrics.clone();
     tokio::spawn(async move {
@@ -52,8 +63,9 @@ pub async fn serve(listener: TcpListener, ready: Arc<AtomicBool>, metrics: Prome
         };
         let ready = ready.clone();
         let metrics = metrics.clone();
+        let captures = captures.clone();
         let service = service_fn(move |request: Request<Incoming>| {
-            let response = answer(&request, &ready, &metrics);
+            let response = answer(&request, &ready, &metrics, &captures);
             async move { Ok::<_, Infallible>(response) }
         });
         let http = http.clone();
@@ -67,9 +79,11 @@ fn answer(
     request: &Request<Incoming>,
     ready: &AtomicBool,
     metrics: &PrometheusHandle,
+    captures: &CaptureStore,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path();
-    let known = matches!(path, "/metrics" | "/healthz" | "/readyz");
+    let known =
+        matches!(path, "/metrics" | "/healthz" | "/readyz") || path.starts_with("/captures");
     if known && request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
         response
@@ -88,11 +102,79 @@ fn answer(
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" if ready.load(Ordering::SeqCst) => text(StatusCode::OK, "ready\n".into()),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n".into()),
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "admin endpoints: /metrics, /healthz, /readyz\n".into(),
-        ),
+        "/captures" | "/captures/" => listing(captures),
+        _ => match path.strip_prefix("/captures/") {
+            Some(id) => match captures.get(id) {
+                Some(capture) => verbatim(&capture),
+                None => text(
+                    StatusCode::NOT_FOUND,
+                    format!("no capture for request id {id}: it was valid, or evicted\n"),
+                ),
+            },
+            None => text(
+                StatusCode::NOT_FOUND,
+                "admin endpoints: /metrics, /healthz, /readyz, /captures\n".into(),
+            ),
+        },
     }
+}
+
+/// `{"captures": [...]}`, the newest first.
+fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
+    let entries: Vec<serde_json::Value> = captures
+        .list()
+        .iter()
+        .map(|c| {
+            let (outcome, pointers, invariant) = match &c.outcome {
+                Outcome::Normalized(pointers) => ("normalized", pointers.clone(), None),
+                Outcome::Rejected(invariant) => ("rejected", Vec::new(), Some(*invariant)),
+            };
+            serde_json::json!({
+                "request_id": c.request_id,
+                "time": rfc3339(c.time),
+                "route": &*c.route,
+                "endpoint": c.endpoint,
+                "outcome": outcome,
+                "pointers": pointers,
+                "invariant": invariant,
+                "upstream_status": c.status.as_u16(),
+                "body_bytes": c.body_bytes,
+                "body_captured": c.body.is_some(),
+            })
+        })
+        .collect();
+    let body = serde_json::json!({ "captures": entries }).to_string();
+    let mut response = text(StatusCode::OK, body);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The verbatim upstream body; status and headers beside it.
+fn verbatim(capture: &Capture) -> Response<Full<Bytes>> {
+    let body = capture.body.clone().unwrap_or_default();
+    let mut response = Response::new(Full::new(body));
+    let headers = response.headers_mut();
+    for (name, value) in &capture.headers {
+        if let Ok(name) = HeaderName::try_from(format!("probity-upstream-{name}")) {
+            headers.append(name, value.clone());
+        }
+    }
+    headers.insert(
+        HeaderName::from_static("probity-upstream-status"),
+        HeaderValue::from(capture.status.as_u16()),
+    );
+    if let Some(content_type) = capture.headers.get(CONTENT_TYPE) {
+        headers.insert(CONTENT_TYPE, content_type.clone());
+    }
+    if capture.body.is_none() {
+        headers.insert(
+            HeaderName::from_static("probity-capture-body"),
+            HeaderValue::from_static("omitted: larger than capture.max_bytes"),
+        );
+    }
+    response
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

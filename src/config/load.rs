@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::{Config, RouteConfig, ServerConfig};
+use super::{CaptureConfig, Config, RouteConfig, ServerConfig};
 
 /// One thing wrong with a configuration, at a key path such as `routes[2].upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl fmt::Display for Problems {
 }
 
 /// The top-level tables a file may hold.
-const TOP_LEVEL_KEYS: &[&str] = &["server", "routes"];
+const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture"];
 
 /// Reads and loads a file; an unreadable file is one problem at the path `file`.
 pub fn load_file(path: &Path) -> Result<Config, Problems> {
@@ -78,6 +78,7 @@ pub fn load(text: &str) -> Result<Config, Problems> {
     for (key, value) in table {
         match key.as_str() {
             "server" => config.server = section::<ServerConfig>(value, "server", &mut problems),
+            "capture" => config.capture = section::<CaptureConfig>(value, "capture", &mut problems),
             "routes" => match value {
                 toml::Value::Array(items) => {
                     config.routes = items

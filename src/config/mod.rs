@@ -22,6 +22,7 @@ pub const DEFAULT_TOML: &str = include_str!("../../config/probity.toml");
 pub struct Config {
     pub server: ServerConfig,
     pub routes: Vec<RouteConfig>,
+    pub capture: CaptureConfig,
 }
 
 /// `[server]`: the listeners and limits that apply to every request.
@@ -47,6 +48,27 @@ impl Default for ServerConfig {
             max_connections: 4096,
             header_read_timeout_ms: 10_000,
             drain_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// `[capture]`: the store of verbatim upstream responses that probity
+/// rewrote or rejected.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptureConfig {
+    pub enabled: bool,
+    pub max_entries: u64,
+    /// The total of the bodies kept; a single larger body is listed, not kept.
+    pub max_bytes: u64,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_entries: 256,
+            max_bytes: 64 * 1024 * 1024,
         }
     }
 }

@@ -200,7 +200,13 @@ pub enum Fetched {
 }
 
 /// Sends the request and fetches the response within the route's limits.
-pub async fn fetch(route: &Route, request: Request<Full<Bytes>>) -> Result<Fetched, ForwardError> {
+/// `checked`: the response will be inspected, so it is read whole unless it
+/// is an event stream or NDJSON.
+pub async fn fetch(
+    route: &Route,
+    request: Request<Full<Bytes>>,
+    checked: bool,
+) -> Result<Fetched, ForwardError> {
     let upstream = &route.upstream;
     let deadline = Instant::now() + route.timeout;
     let timeout = |waited_for| ForwardError::Timeout {
@@ -226,7 +232,7 @@ pub async fn fetch(route: &Route, request: Request<Full<Bytes>>) -> Result<Fetch
         });
     }
 
-    if is_stream(&parts.headers) {
+    if is_stream(&parts.headers, checked) {
         // A stream's status line goes out with its first byte, so silence
         // before that byte can still be answered with a 504.
         let relay = Relay::start(body, route, deadline).await?;
@@ -313,9 +319,9 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 }
 
 /// Whether a response is relayed live: event streams and NDJSON always, and
-/// any body of unknown length that is not JSON (a JSON document is only
-/// useful whole, and is what `inspect` judges).
-fn is_stream(headers: &HeaderMap) -> bool {
+/// any body of unknown length that is not JSON and will not be inspected (a
+/// JSON document is only useful whole, and is what `inspect` judges).
+fn is_stream(headers: &HeaderMap, checked: bool) -> bool {
     let media = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -336,7 +342,7 @@ fn is_stream(headers: &HeaderMap) -> bool {
         | "application/stream+json" => true,
         _ => {
             let json = media == "application/json" || media.ends_with("+json");
-            !json && !headers.contains_key(CONTENT_LENGTH)
+            !checked && !json && !headers.contains_key(CONTENT_LENGTH)
         }
     }
 }
@@ -393,28 +399,20 @@ mod tests {
 
     #[test]
     fn streams_are_event_streams_ndjson_and_unsized_non_json() {
-        assert!(is_stream(&headers(&[(
-            "content-type",
-            "text/event-stream; charset=utf-8"
-        )])));
-        assert!(is_stream(&headers(&[(
-            "content-type",
-            "application/x-ndjson"
-        )])));
-        assert!(is_stream(&headers(&[("content-type", "text/plain")])));
-        assert!(is_stream(&headers(&[])));
-        assert!(!is_stream(&headers(&[(
-            "content-type",
-            "application/json"
-        )])));
-        assert!(!is_stream(&headers(&[(
-            "content-type",
-            "application/problem+json"
-        )])));
-        assert!(!is_stream(&headers(&[
-            ("content-type", "text/plain"),
-            ("content-length", "3")
-        ])));
+        let sse = headers(&[("content-type", "text/event-stream; charset=utf-8")]);
+        assert!(is_stream(&sse, false) && is_stream(&sse, true));
+        let ndjson = headers(&[("content-type", "application/x-ndjson")]);
+        assert!(is_stream(&ndjson, true));
+        let plain = headers(&[("content-type", "text/plain")]);
+        assert!(is_stream(&plain, false));
+        assert!(!is_stream(&plain, true), "a checked endpoint is read whole");
+        assert!(is_stream(&headers(&[]), false));
+        let json = headers(&[("content-type", "application/json")]);
+        assert!(!is_stream(&json, false));
+        let problem = headers(&[("content-type", "application/problem+json")]);
+        assert!(!is_stream(&problem, false));
+        let sized = headers(&[("content-type", "text/plain"), ("content-length", "3")]);
+        assert!(!is_stream(&sized, false));
     }
 
     #[test]

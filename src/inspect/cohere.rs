@@ -1,9 +1,38 @@
-//! Cohere's API (`/v1`, `/v2`).
+//! Cohere's embed (`/v1/embed`, `/v2/embed`) and rerank (`/v1/rerank`,
+//! `/v2/rerank`). Cohere types its `meta` figures as numbers, so a
+//! non-negative finite number is well-formed there.
 
-use super::Dialect;
+use super::{Dialect, Endpoint, Response};
 use crate::config::DialectName;
+use crate::figures::Figure;
+use crate::inspect::json::{Kind, Object};
+use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
 
 pub(super) struct Cohere;
+
+const EMBED: Endpoint = Endpoint {
+    check: embed,
+    figures: &[
+        Figure::id("/id"),
+        Figure::number("/meta/billed_units/input_tokens").tokens("billed_input"),
+        Figure::number("/meta/billed_units/images"),
+        Figure::number("/meta/billed_units/image_tokens").tokens("billed_image"),
+        Figure::number("/meta/tokens/input_tokens").tokens("input"),
+        Figure::number("/meta/tokens/output_tokens").tokens("output"),
+    ],
+    header_figures: &[],
+};
+
+const RERANK: Endpoint = Endpoint {
+    check: rerank,
+    figures: &[
+        Figure::id("/id"),
+        Figure::number("/meta/billed_units/search_units"),
+        Figure::number("/meta/tokens/input_tokens").tokens("input"),
+        Figure::number("/meta/tokens/output_tokens").tokens("output"),
+    ],
+    header_figures: &[],
+};
 
 impl Dialect for Cohere {
     fn name(&self) -> DialectName {
@@ -13,4 +42,109 @@ impl Dialect for Cohere {
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }
+
+    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
+        if path.ends_with("/embed") {
+            Some(&EMBED)
+        } else if path.ends_with("/rerank") {
+            Some(&RERANK)
+        } else {
+            None
+        }
+    }
+}
+
+/// One vector per text (or image, or v2 input) for each requested embedding
+/// type. v1 without `embedding_types` answers a plain `float[][]`.
+fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let count = ["texts", "images", "inputs"]
+        .iter()
+        .find_map(|key| {
+            request
+                .present(key)
+                .and_then(|v| v.array())
+                .map(|a| a.len())
+        })
+        .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?;
+    let dimension = invariants::optional_count(request, "output_dimension")?;
+    let types: Vec<String> = match request.present("embedding_types") {
+        None => vec!["float".into()],
+        Some(list) => list
+            .array()
+            .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?
+            .iter()
+            .map(|t| t.string().map(|s| s.into_owned()))
+            .collect::<Option<_>>()
+            .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?,
+    };
+    let embeddings = response.object()?.present("embeddings");
+    let plain = types == ["float"] && embeddings.is_some_and(|e| e.kind() == Kind::Array);
+    if plain {
+        let expect = Expect { count, dimension };
+        invariants::vector_list("embeddings", embeddings, expect, Form::Float)?;
+        return Ok(());
+    }
+    let by_type = embeddings.and_then(|e| e.object()).ok_or_else(|| {
+        invariants::violation(
+            "payload_missing",
+            "the response has no `embeddings` object keyed by embedding type".into(),
+        )
+    })?;
+    // Packed binary types hold 8 dimensions per element.
+    let mut full: Option<usize> = None;
+    let mut packed: Option<usize> = None;
+    for kind in &types {
+        let (form, is_packed) = match kind.as_str() {
+            "float" => (Form::Float, false),
+            "int8" => (INT8, false),
+            "uint8" => (UINT8, false),
+            "binary" => (INT8, true),
+            "ubinary" => (UINT8, true),
+            "base64" => (Form::Base64 { bytes_per_dim: 4 }, false),
+            _ => return Err(Fault::Uninspectable(invariants::REQUEST_SHAPE)),
+        };
+        let expect = Expect {
+            count,
+            dimension: dimension.map(|d| if is_packed { d / 8 } else { d }),
+        };
+        let name = format!("embeddings.{kind}");
+        let dim = invariants::vector_list(&name, by_type.get(kind), expect, form)?;
+        if is_packed {
+            packed = packed.or(dim);
+        } else {
+            full = full.or(dim);
+        }
+    }
+    if let (Some(full), Some(packed)) = (full, packed) {
+        if full / 8 != packed {
+            return Err(invariants::violation(
+                "embedding_dimension_mismatch",
+                format!(
+                    "binary vectors have {packed} bytes, expected {} for {full} dimensions",
+                    full / 8
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// `results` point at distinct documents; v1 echoes `document: {text}` when
+/// `return_documents` is set (it defaults to false).
+fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let echo = if invariants::flag(request, "return_documents", false)? {
+        Echo::Required(Document::Object)
+    } else {
+        Echo::Unchecked
+    };
+    let expect = Ranking {
+        documents: invariants::count_array(request, "documents")?,
+        limit: invariants::optional_count(request, "top_n")?,
+        score: "relevance_score",
+        document: "document",
+        echo,
+    };
+    invariants::ranking("results", response.object()?.get("results"), expect)?;
+    Ok(())
 }

@@ -1,9 +1,30 @@
-//! Jina AI's embeddings and rerank API.
+//! Jina AI's `/v1/embeddings` (OpenAI's shape, plus packed binary types) and
+//! `/v1/rerank` (which echoes documents by default).
 
-use super::Dialect;
+use super::{Dialect, Endpoint, Response};
 use crate::config::DialectName;
+use crate::figures::Figure;
+use crate::inspect::json::Object;
+use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
 
 pub(super) struct Jina;
+
+const FIGURES: &[Figure] = &[
+    Figure::count("/usage/total_tokens").tokens("total"),
+    Figure::count("/usage/prompt_tokens").tokens("prompt"),
+];
+
+const EMBEDDINGS: Endpoint = Endpoint {
+    check: embeddings,
+    figures: FIGURES,
+    header_figures: &[],
+};
+
+const RERANK: Endpoint = Endpoint {
+    check: rerank,
+    figures: FIGURES,
+    header_figures: &[],
+};
 
 impl Dialect for Jina {
     fn name(&self) -> DialectName {
@@ -13,4 +34,51 @@ impl Dialect for Jina {
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }
+
+    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
+        if path.ends_with("/embeddings") {
+            Some(&EMBEDDINGS)
+        } else if path.ends_with("/rerank") {
+            Some(&RERANK)
+        } else {
+            None
+        }
+    }
+}
+
+/// `embedding_type` picks the form: floats, base64 of float32, or packed
+/// binary (8 dimensions per element).
+fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let dimensions = invariants::optional_count(request, "dimensions")?;
+    let kind = invariants::text(request, "embedding_type")?;
+    let (form, dimension) = match kind.as_deref() {
+        None | Some("float") => (Form::FloatOrBase64, dimensions),
+        Some("base64") => (Form::Base64 { bytes_per_dim: 4 }, dimensions),
+        Some("binary") => (INT8, dimensions.map(|d| d / 8)),
+        Some("ubinary") => (UINT8, dimensions.map(|d| d / 8)),
+        Some(_) => return Err(Fault::Uninspectable(invariants::REQUEST_SHAPE)),
+    };
+    let expect = Expect {
+        count: invariants::count_inputs(request.present("input"))?,
+        dimension,
+    };
+    invariants::openai_data(response.object()?, expect, form)?;
+    Ok(())
+}
+
+fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let echo = if invariants::flag(request, "return_documents", true)? {
+        Echo::Required(Document::Object)
+    } else {
+        Echo::Unchecked
+    };
+    let expect = Ranking {
+        documents: invariants::count_array(request, "documents")?,
+        limit: invariants::optional_count(request, "top_n")?,
+        score: "relevance_score",
+        document: "document",
+        echo,
+    };
+    invariants::ranking("results", response.object()?.get("results"), expect)?;
+    Ok(())
 }

@@ -5,12 +5,13 @@
 //! response) and returns a [`Verdict`]: pass the bytes on untouched, rewrite
 //! them, or reject them as a payload violation. Each provider lives in its own
 //! file; adding one means adding a file and a line in [`dialect`], never
-//! touching the pipeline. Until a dialect's inspection lands, its verdict is
-//! always [`Verdict::Pass`].
+//! touching the pipeline. The shared checks live in `invariants` (payload)
+//! and `figures` (ancillary figures).
 
 mod anthropic;
 mod cohere;
 mod jina;
+pub mod json;
 mod ollama;
 mod openai;
 mod passthrough;
@@ -22,6 +23,9 @@ use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::config::DialectName;
+use crate::figures::{self, Figure, HeaderFigure, Judgement};
+use crate::invariants::Fault;
+use json::{Json, Object};
 
 /// The dialect table: one line per provider.
 pub fn dialect(name: DialectName) -> &'static dyn Dialect {
@@ -63,16 +67,48 @@ pub trait Dialect: Send + Sync {
     /// The remedy named in `upstream_unreachable` errors.
     fn unreachable_hint(&self) -> &'static str;
 
-    /// Judges a complete (non-streaming) response.
-    fn inspect(&self, _exchange: &Exchange<'_>) -> Verdict {
-        Verdict::Pass
+    /// The endpoint a request path (as sent upstream) is, when this dialect
+    /// checks it. Paths are matched by their end, so a gateway's base path
+    /// (`/openai/deployments/x/embeddings`) does not hide an endpoint.
+    fn endpoint(&self, _path: &str) -> Option<&'static Endpoint> {
+        None
     }
 }
 
-/// A complete exchange, as a dialect sees it: borrowed, never copied.
+/// One checked endpoint of a dialect: its payload check and its figures.
+pub struct Endpoint {
+    /// Checks the payload against what the request asked for.
+    pub check: fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>,
+    /// The ancillary figures in the body.
+    pub figures: &'static [Figure],
+    /// The ancillary figures sent as response headers.
+    pub header_figures: &'static [HeaderFigure],
+}
+
+/// A parsed response body, as checks see it.
+pub struct Response<'a> {
+    pub root: Json<'a>,
+    /// The root's members, when the root is an object (parsed once).
+    pub object: Option<Object<'a>>,
+}
+
+impl<'a> Response<'a> {
+    /// The root object, or the violation for a body that is not one.
+    pub fn object(&self) -> Result<&Object<'a>, Fault> {
+        self.object.as_ref().ok_or_else(|| {
+            Fault::Invalid(Violation {
+                invariant: "payload_missing",
+                message: "the response body is not a JSON object".into(),
+            })
+        })
+    }
+}
+
+/// A complete exchange, as inspection sees it: borrowed, never copied.
 pub struct Exchange<'a> {
     pub method: &'a Method,
-    /// The path sent upstream, after the route prefix was stripped.
+    /// The path sent upstream: the upstream's base path and the rest of the
+    /// client's path after the route prefix.
     pub path: &'a str,
     pub request_headers: &'a HeaderMap,
     pub request_body: &'a Bytes,
@@ -81,15 +117,74 @@ pub struct Exchange<'a> {
     pub response_body: &'a Bytes,
 }
 
-/// What a dialect decided about a response.
+/// What inspection decided about a response.
 #[derive(Debug)]
 pub enum Verdict {
-    /// The upstream bytes go to the client as they came.
-    Pass,
-    /// The client gets this body instead; the verbatim one is kept for captures.
-    Rewrite(Bytes),
+    /// Not an endpoint this dialect checks (or not a 2xx answer to a POST):
+    /// passed on as it came.
+    Unchecked,
+    /// The request could not be read, so the response passes unchecked.
+    Uninspected(&'static str),
+    /// Checked and sound: the upstream bytes go to the client as they came.
+    Pass(Judgement),
+    /// Sound payload, malformed figures: the client gets `body` (or the
+    /// original bytes, when only headers changed) without them.
+    Normalize {
+        body: Option<Bytes>,
+        judgement: Judgement,
+    },
     /// The payload is corrupt: the client gets a `provider_invalid_response` error.
     Reject(Violation),
+}
+
+/// Judges a complete response with the route's dialect.
+pub fn inspect(dialect: &dyn Dialect, exchange: &Exchange<'_>) -> Verdict {
+    let Some(endpoint) = dialect.endpoint(exchange.path) else {
+        return Verdict::Unchecked;
+    };
+    if exchange.method != Method::POST || !exchange.status.is_success() {
+        return Verdict::Unchecked;
+    }
+    let Some(request) = Json::parse(exchange.request_body)
+        .ok()
+        .and_then(|j| j.object())
+    else {
+        return Verdict::Uninspected("request_not_json");
+    };
+    let body = exchange.response_body;
+    let root = match Json::parse(body) {
+        Ok(root) => root,
+        Err(err) => {
+            return Verdict::Reject(Violation {
+                invariant: "invalid_json",
+                message: format!("the response body is not valid JSON ({err})"),
+            })
+        }
+    };
+    let response = Response {
+        root,
+        object: root.object(),
+    };
+    match (endpoint.check)(&request, &response) {
+        Ok(()) => {}
+        Err(Fault::Invalid(violation)) => return Verdict::Reject(violation),
+        Err(Fault::Uninspectable(reason)) => return Verdict::Uninspected(reason),
+    }
+    let mut judgement = match (&response.object, endpoint.figures.is_empty()) {
+        (Some(object), false) => figures::judge(body, object, endpoint.figures),
+        _ => Judgement::default(),
+    };
+    figures::judge_headers(
+        exchange.response_headers,
+        endpoint.header_figures,
+        &mut judgement,
+    );
+    if judgement.is_clean() {
+        Verdict::Pass(judgement)
+    } else {
+        let body = (!judgement.nulls.is_empty()).then(|| figures::splice(body, &judgement.nulls));
+        Verdict::Normalize { body, judgement }
+    }
 }
 
 /// A broken payload invariant, e.g. `embedding_count_mismatch`.

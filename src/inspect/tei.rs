@@ -1,9 +1,63 @@
-//! Hugging Face text-embeddings-inference (TEI).
+//! Hugging Face text-embeddings-inference: `/embed` and `/rerank` answer bare
+//! arrays; `/v1/embeddings` and `/embeddings` are OpenAI's shape. Its figures
+//! are response headers.
 
-use super::Dialect;
+use super::{Dialect, Endpoint, Response};
 use crate::config::DialectName;
+use crate::figures::HeaderFigure;
+use crate::inspect::json::Object;
+use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 
 pub(super) struct Tei;
+
+const HEADERS: &[HeaderFigure] = &[
+    HeaderFigure {
+        name: "x-compute-tokens",
+        tokens: Some("input"),
+    },
+    HeaderFigure {
+        name: "x-compute-characters",
+        tokens: None,
+    },
+    HeaderFigure {
+        name: "x-compute-time",
+        tokens: None,
+    },
+    HeaderFigure {
+        name: "x-total-time",
+        tokens: None,
+    },
+    HeaderFigure {
+        name: "x-tokenization-time",
+        tokens: None,
+    },
+    HeaderFigure {
+        name: "x-queue-time",
+        tokens: None,
+    },
+    HeaderFigure {
+        name: "x-inference-time",
+        tokens: None,
+    },
+];
+
+const EMBED: Endpoint = Endpoint {
+    check: embed,
+    figures: &[],
+    header_figures: HEADERS,
+};
+
+const RERANK: Endpoint = Endpoint {
+    check: rerank,
+    figures: &[],
+    header_figures: HEADERS,
+};
+
+const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
+    check: super::openai::embeddings,
+    figures: super::openai::FIGURES,
+    header_figures: HEADERS,
+};
 
 impl Dialect for Tei {
     fn name(&self) -> DialectName {
@@ -15,4 +69,44 @@ impl Dialect for Tei {
          `text-embeddings-router --model-id BAAI/bge-small-en-v1.5 --port 8081`, \
          or set this route's upstream to where it listens"
     }
+
+    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
+        if path.ends_with("/embeddings") {
+            Some(&OPENAI_EMBEDDINGS)
+        } else if path.ends_with("/embed") {
+            Some(&EMBED)
+        } else if path.ends_with("/rerank") {
+            Some(&RERANK)
+        } else {
+            None
+        }
+    }
+}
+
+/// The body is the list of vectors itself.
+fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let expect = Expect {
+        count: invariants::count_inputs(request.present("inputs"))?,
+        dimension: invariants::optional_count(request, "dimensions")?,
+    };
+    invariants::vector_list("the body", Some(response.root), expect, Form::Float)?;
+    Ok(())
+}
+
+/// The body is the list of results, at most one per text.
+fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let echo = if invariants::flag(request, "return_text", false)? {
+        Echo::Required(Document::String)
+    } else {
+        Echo::Unchecked
+    };
+    let expect = Ranking {
+        documents: invariants::count_array(request, "texts")?,
+        limit: None,
+        score: "score",
+        document: "text",
+        echo,
+    };
+    invariants::ranking("the body", Some(response.root), expect)?;
+    Ok(())
 }

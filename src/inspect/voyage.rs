@@ -1,9 +1,28 @@
-//! Voyage AI's embeddings and rerank API.
+//! Voyage AI's `/v1/embeddings` (OpenAI's shape; `output_dtype` sets the
+//! element type) and `/v1/rerank` (results under `data`, documents echoed
+//! as strings).
 
-use super::Dialect;
+use super::{Dialect, Endpoint, Response};
 use crate::config::DialectName;
+use crate::figures::Figure;
+use crate::inspect::json::Object;
+use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
 
 pub(super) struct Voyage;
+
+const FIGURES: &[Figure] = &[Figure::count("/usage/total_tokens").tokens("total")];
+
+const EMBEDDINGS: Endpoint = Endpoint {
+    check: embeddings,
+    figures: FIGURES,
+    header_figures: &[],
+};
+
+const RERANK: Endpoint = Endpoint {
+    check: rerank,
+    figures: FIGURES,
+    header_figures: &[],
+};
 
 impl Dialect for Voyage {
     fn name(&self) -> DialectName {
@@ -13,4 +32,61 @@ impl Dialect for Voyage {
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }
+
+    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
+        if path.ends_with("/embeddings") {
+            Some(&EMBEDDINGS)
+        } else if path.ends_with("/rerank") {
+            Some(&RERANK)
+        } else {
+            None
+        }
+    }
+}
+
+/// With `encoding_format: "base64"`, a vector decodes to float32 (4 bytes a
+/// dimension) or one byte per element for the integer types; binary types
+/// pack 8 dimensions per byte.
+fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let dimensions = invariants::optional_count(request, "output_dimension")?;
+    let dtype = invariants::text(request, "output_dtype")?;
+    let base64 = invariants::text(request, "encoding_format")?.as_deref() == Some("base64");
+    let (element, packed, bytes) = match dtype.as_deref() {
+        None | Some("float") => (Form::Float, false, 4),
+        Some("int8") => (INT8, false, 1),
+        Some("uint8") => (UINT8, false, 1),
+        Some("binary") => (INT8, true, 1),
+        Some("ubinary") => (UINT8, true, 1),
+        Some(_) => return Err(Fault::Uninspectable(invariants::REQUEST_SHAPE)),
+    };
+    let form = if base64 {
+        Form::Base64 {
+            bytes_per_dim: bytes,
+        }
+    } else {
+        element
+    };
+    let expect = Expect {
+        count: invariants::count_inputs(request.present("input"))?,
+        dimension: dimensions.map(|d| if packed { d / 8 } else { d }),
+    };
+    invariants::openai_data(response.object()?, expect, form)?;
+    Ok(())
+}
+
+fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let echo = if invariants::flag(request, "return_documents", false)? {
+        Echo::Required(Document::String)
+    } else {
+        Echo::Unchecked
+    };
+    let expect = Ranking {
+        documents: invariants::count_array(request, "documents")?,
+        limit: invariants::optional_count(request, "top_k")?,
+        score: "relevance_score",
+        document: "document",
+        echo,
+    };
+    invariants::ranking("data", response.object()?.get("data"), expect)?;
+    Ok(())
 }

@@ -5,7 +5,9 @@
 //! 2. **upstream request**: build it (`forward::upstream_request`);
 //! 3. **fetch**: send it and read the response whole, or ready a relay
 //!    (`forward::fetch`);
-//! 4. **inspect**: the route's dialect judges a whole response (`inspect`);
+//! 4. **inspect**: the route's dialect judges a whole response (`inspect`):
+//!    pass it, null its malformed figures, or reject it; what is changed or
+//!    rejected is kept verbatim in the capture store;
 //! 5. **respond**: the upstream's status and headers (hop-by-hop removed,
 //!    `x-request-id` added) with the body as it came, or an error response.
 //!
@@ -14,10 +16,11 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_LENGTH};
-use http::{response, HeaderMap, Request, Response};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::{response, HeaderMap, Method, Request, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -25,10 +28,16 @@ use tokio::time::Instant;
 use super::body::{Payload, ResponseBody};
 use super::request_id::request_id;
 use super::Shared;
+use crate::capture::{Capture, Outcome};
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, remove_hop_by_hop, Fetched, X_REQUEST_ID};
-use crate::inspect::{Exchange, Verdict};
+use crate::inspect::{self, Exchange, Verdict};
 use crate::route::Route;
+
+/// Lists the JSON pointers of the figures a response had nulled.
+pub const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
+/// Names the capture (the request id) holding the verbatim upstream response.
+pub const PROBITY_CAPTURE: HeaderName = HeaderName::from_static("probity-capture");
 use crate::telemetry::{self, RequestRecord};
 
 /// The proxy's service: every request gets exactly one response.
@@ -44,6 +53,7 @@ pub(super) async fn handle(
         status: http::StatusCode::OK,
         upstream_status: None,
         started: Instant::now(),
+        captured: false,
     };
     let response = match exchange(&shared, request, &mut record).await {
         Ok(response) => response,
@@ -53,8 +63,12 @@ pub(super) async fn handle(
                 let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
                 telemetry::upstream_fault(label, &record.request_id, fault, false);
             }
-            err.respond(route, &record.request_id)
-                .map(|body| Payload::Whole(Some(body)))
+            let mut response = err.respond(route, &record.request_id);
+            if record.captured {
+                let id = record.request_id.clone();
+                response.headers_mut().insert(PROBITY_CAPTURE, id);
+            }
+            response.map(|body| Payload::Whole(Some(body)))
         }
     };
     record.status = response.status();
@@ -82,47 +96,97 @@ async fn exchange(
         &record.request_id,
     )
     .map_err(|_| RequestError::BadTarget)?;
+    let endpoint = upstream_request.uri().path().to_string();
+    // A response this dialect checks is read whole, whatever its framing.
+    let checked = parts.method == Method::POST && route.dialect.endpoint(&endpoint).is_some();
 
     // Fetch.
-    match forward::fetch(route, upstream_request).await? {
-        Fetched::Whole(upstream, bytes) => {
-            record.upstream_status = Some(upstream.status);
-            // Inspect.
-            let verdict = route.dialect.inspect(&Exchange {
-                method: &parts.method,
-                path: matched.rest,
-                request_headers: &parts.headers,
-                request_body: &body,
-                status: upstream.status,
-                response_headers: &upstream.headers,
-                response_body: &bytes,
-            });
-            let (upstream, bytes) = match verdict {
-                Verdict::Pass => (upstream, bytes),
-                Verdict::Rewrite(rewritten) => {
-                    let mut upstream = upstream;
-                    upstream
-                        .headers
-                        .insert(CONTENT_LENGTH, rewritten.len().into());
-                    (upstream, rewritten)
-                }
-                Verdict::Reject(violation) => return Err(violation.into()),
-            };
-            Ok(respond(
-                upstream,
-                &record.request_id,
-                Payload::Whole(Some(bytes)),
-            ))
-        }
+    let (upstream, bytes) = match forward::fetch(route, upstream_request, checked).await? {
+        Fetched::Whole(upstream, bytes) => (upstream, bytes),
         Fetched::Stream(upstream, relay) => {
             record.upstream_status = Some(upstream.status);
-            Ok(respond(
+            return Ok(respond(
                 upstream,
                 &record.request_id,
                 Payload::Stream(relay),
-            ))
+            ));
+        }
+    };
+    record.upstream_status = Some(upstream.status);
+
+    // Inspect.
+    let verdict = inspect::inspect(
+        route.dialect,
+        &Exchange {
+            method: &parts.method,
+            path: &endpoint,
+            request_headers: &parts.headers,
+            request_body: &body,
+            status: upstream.status,
+            response_headers: &upstream.headers,
+            response_body: &bytes,
+        },
+    );
+    let name = &*route.name;
+    let request_id = &record.request_id;
+    let capture = |outcome: Outcome, upstream: &response::Parts| -> bool {
+        shared.captures.keep(Capture {
+            request_id: request_id.to_str().unwrap_or_default().to_string(),
+            time: SystemTime::now(),
+            route: route.name.clone(),
+            endpoint: endpoint.clone(),
+            outcome,
+            status: upstream.status,
+            headers: upstream.headers.clone(),
+            body: Some(bytes.clone()),
+            body_bytes: bytes.len(),
+        });
+        shared.captures.enabled()
+    };
+    match verdict {
+        Verdict::Unchecked => {}
+        Verdict::Uninspected(reason) => telemetry::uninspected(name, request_id, reason),
+        Verdict::Pass(judgement) => telemetry::tokens(name, &judgement.tokens),
+        Verdict::Reject(violation) => {
+            telemetry::invalid_response(name, request_id, violation.invariant);
+            record.captured = capture(Outcome::Rejected(violation.invariant), &upstream);
+            return Err(violation.into());
+        }
+        Verdict::Normalize {
+            body: rewritten,
+            judgement,
+        } => {
+            telemetry::tokens(name, &judgement.tokens);
+            telemetry::figures_normalized(name, request_id, &judgement.malformed);
+            let captured = capture(Outcome::Normalized(judgement.pointers.clone()), &upstream);
+            record.captured = captured;
+            let mut upstream = upstream;
+            for header in &judgement.removed_headers {
+                upstream.headers.remove(*header);
+            }
+            let bytes = match rewritten {
+                Some(rewritten) => {
+                    upstream
+                        .headers
+                        .insert(CONTENT_LENGTH, rewritten.len().into());
+                    rewritten
+                }
+                None => bytes,
+            };
+            if let Ok(list) = HeaderValue::try_from(judgement.pointers.join(",")) {
+                upstream.headers.insert(PROBITY_NORMALIZED, list);
+            }
+            if captured {
+                upstream.headers.insert(PROBITY_CAPTURE, request_id.clone());
+            }
+            return Ok(respond(upstream, request_id, Payload::Whole(Some(bytes))));
         }
     }
+    Ok(respond(
+        upstream,
+        &record.request_id,
+        Payload::Whole(Some(bytes)),
+    ))
 }
 
 /// Reads the client's body, refusing it (before reading, when the length is

@@ -26,6 +26,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::admin;
+use crate::capture::CaptureStore;
 use crate::config::Config;
 use crate::error::{ProxyError, RequestError};
 use crate::route::RouteTable;
@@ -37,6 +38,7 @@ pub use body::ResponseBody;
 pub(crate) struct Shared {
     pub routes: RouteTable,
     pub max_request_bytes: u64,
+    pub captures: Arc<CaptureStore>,
 }
 
 /// Failures before serving: nothing is half-started.
@@ -83,6 +85,7 @@ impl Probity {
             shared: Arc::new(Shared {
                 routes,
                 max_request_bytes: server.max_request_bytes,
+                captures: Arc::new(CaptureStore::new(config.capture.clone())),
             }),
             proxy,
             admin,
@@ -104,7 +107,13 @@ impl Probity {
     /// Serves until `shutdown` resolves, then drains and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let ready = Arc::new(AtomicBool::new(true));
-        tokio::spawn(admin::serve(self.admin, ready.clone(), self.metrics));
+        let captures = self.shared.captures.clone();
+        tokio::spawn(admin::serve(
+            self.admin,
+            ready.clone(),
+            self.metrics,
+            captures,
+        ));
 
         let mut http = auto::Builder::new(TokioExecutor::new());
         http.http1()

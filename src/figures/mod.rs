@@ -1,0 +1,451 @@
+//! Ancillary figures: what a provider reports *about* a call (usage counters,
+//! billed units, durations, the response id), judged one by one.
+//!
+//! The rule: a malformed figure is *not reported*. Its bytes become `null`,
+//! surgically: every other byte of the body stays as it came. It is never
+//! coerced, clamped or parsed into something else (`"12"` is not 12, `-1` is
+//! not 0), and it never reaches a metric or a log. A record (the object
+//! holding figures, like `/usage`) left with no well-formed figure becomes
+//! `null` as a whole. `null` or an absent member is not reported, which is
+//! normal and left alone.
+//!
+//! Each dialect lists its figures in a fixed table of [`Figure`]s, so the
+//! `figure` label of `probity_malformed_figures_total` is bounded.
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+use http::HeaderMap;
+
+use crate::inspect::json::{Json, Object};
+
+/// The type and domain a figure must fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    /// A non-negative integer written as one: token counts, nanoseconds.
+    Count,
+    /// A non-negative finite number: Cohere types its `meta` figures as numbers.
+    Number,
+    /// A non-empty string: the response id.
+    Id,
+}
+
+/// One ancillary figure in a dialect's table.
+#[derive(Debug, Clone, Copy)]
+pub struct Figure {
+    /// A JSON pointer into the response body, e.g. `/usage/prompt_tokens`.
+    pub pointer: &'static str,
+    pub domain: Domain,
+    /// The `kind` label on `probity_tokens_total` when this counts tokens.
+    pub tokens: Option<&'static str>,
+}
+
+impl Figure {
+    pub const fn count(pointer: &'static str) -> Self {
+        Self {
+            pointer,
+            domain: Domain::Count,
+            tokens: None,
+        }
+    }
+
+    pub const fn number(pointer: &'static str) -> Self {
+        Self {
+            pointer,
+            domain: Domain::Number,
+            tokens: None,
+        }
+    }
+
+    pub const fn id(pointer: &'static str) -> Self {
+        Self {
+            pointer,
+            domain: Domain::Id,
+            tokens: None,
+        }
+    }
+
+    /// Marks the figure as a token count of this kind.
+    pub const fn tokens(mut self, kind: &'static str) -> Self {
+        self.tokens = Some(kind);
+        self
+    }
+
+    /// The pointer of the record holding this figure (`""` for the root).
+    fn record(&self) -> &'static str {
+        &self.pointer[..self.pointer.rfind('/').unwrap_or(0)]
+    }
+
+    fn key(&self) -> &'static str {
+        &self.pointer[self.pointer.rfind('/').map_or(0, |i| i + 1)..]
+    }
+}
+
+/// A figure sent as a response header (TEI's `x-compute-*` family): a
+/// non-negative integer in ASCII digits.
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderFigure {
+    pub name: &'static str,
+    pub tokens: Option<&'static str>,
+}
+
+/// What judging a response's figures found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Judgement {
+    /// Byte ranges of the body to replace with `null`, sorted, disjoint.
+    pub nulls: Vec<Range<usize>>,
+    /// The `probity-normalized` list: malformed figures in table order, then
+    /// the records that collapsed, then `header:<name>` for removed headers.
+    pub pointers: Vec<String>,
+    /// The `figure` labels to count, one per malformed figure or record.
+    pub malformed: Vec<&'static str>,
+    /// Headers to remove from the response.
+    pub removed_headers: Vec<&'static str>,
+    /// Well-formed token counts, by kind: the only figures metrics may see.
+    pub tokens: Vec<(&'static str, u64)>,
+}
+
+impl Judgement {
+    pub fn is_clean(&self) -> bool {
+        self.pointers.is_empty()
+    }
+}
+
+enum Reading {
+    /// Absent or `null`: not reported.
+    Absent,
+    Sound(Option<u64>),
+    Malformed(Range<usize>),
+}
+
+/// A record as found in the body.
+enum Record<'a> {
+    Absent,
+    /// Present but not an object: malformed as a whole.
+    Broken(Range<usize>),
+    Object(Object<'a>, Range<usize>),
+}
+
+/// Judges the body figures of `table` in a response whose root object is
+/// `root`, borrowed from `body`.
+pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
+    let mut judgement = Judgement::default();
+
+    // Each record is looked up once; the root is never a record to collapse.
+    let mut records: Vec<(&'static str, Record<'_>)> = Vec::new();
+    for figure in table {
+        let pointer = figure.record();
+        if !pointer.is_empty() && !records.iter().any(|(p, _)| *p == pointer) {
+            records.push((pointer, find_record(root, pointer, body)));
+        }
+    }
+
+    // Every figure on its own.
+    let readings: Vec<Reading> = table
+        .iter()
+        .map(|figure| {
+            let pointer = figure.record();
+            let object = if pointer.is_empty() {
+                Some(root)
+            } else {
+                match records.iter().find(|(p, _)| *p == pointer) {
+                    Some((_, Record::Object(object, _))) => Some(object),
+                    _ => None,
+                }
+            };
+            match object.and_then(|o| o.present(figure.key())) {
+                None => Reading::Absent,
+                Some(value) => read(figure.domain, value, body),
+            }
+        })
+        .collect();
+
+    // A record collapses when it lost a figure and keeps none (nested
+    // records count as part of their parent). Only the outermost collapses.
+    let under = |pointer: &str, record: &str| {
+        pointer.len() > record.len()
+            && pointer.starts_with(record)
+            && pointer.as_bytes()[record.len()] == b'/'
+    };
+    let mut collapsed: Vec<(&'static str, Range<usize>)> = Vec::new();
+    for (pointer, record) in &records {
+        let Record::Object(_, span) = record else {
+            continue;
+        };
+        let mut lost = false;
+        let mut kept = false;
+        for (reading, figure) in readings.iter().zip(table) {
+            if under(figure.pointer, pointer) {
+                lost |= matches!(reading, Reading::Malformed(_));
+                kept |= matches!(reading, Reading::Sound(_));
+            }
+        }
+        if lost && !kept {
+            collapsed.push((pointer, span.clone()));
+        }
+    }
+    let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
+
+    for (reading, figure) in readings.iter().zip(table) {
+        match reading {
+            Reading::Malformed(span) => {
+                judgement.pointers.push(figure.pointer.to_string());
+                judgement.malformed.push(figure.pointer);
+                if !nulled_whole(figure.pointer) {
+                    judgement.nulls.push(span.clone());
+                }
+            }
+            Reading::Sound(Some(n)) => {
+                if let Some(kind) = figure.tokens {
+                    judgement.tokens.push((kind, *n));
+                }
+            }
+            Reading::Sound(None) | Reading::Absent => {}
+        }
+    }
+    for (pointer, record) in &records {
+        if let Record::Broken(span) = record {
+            judgement.pointers.push(pointer.to_string());
+            judgement.malformed.push(pointer);
+            if !nulled_whole(pointer) {
+                judgement.nulls.push(span.clone());
+            }
+        }
+    }
+    for (pointer, span) in &collapsed {
+        judgement.pointers.push(pointer.to_string());
+        if !nulled_whole(pointer) {
+            judgement.nulls.push(span.clone());
+        }
+    }
+    judgement.nulls.sort_by_key(|r| r.start);
+    judgement
+}
+
+/// Walks from the root object to the record at `pointer`.
+fn find_record<'a>(root: &Object<'a>, pointer: &str, body: &[u8]) -> Record<'a> {
+    let mut value: Option<Json<'a>> = None;
+    for segment in pointer.split('/').skip(1) {
+        let next = match value {
+            None => root.present(segment),
+            Some(parent) => match parent.object() {
+                Some(object) => object.present(segment),
+                // A parent that is not an object is reported at its own pointer.
+                None => None,
+            },
+        };
+        match next {
+            Some(v) => value = Some(v),
+            None => return Record::Absent,
+        }
+    }
+    match value {
+        None => Record::Absent,
+        Some(v) => match v.object() {
+            Some(object) => Record::Object(object, v.span(body)),
+            None => Record::Broken(v.span(body)),
+        },
+    }
+}
+
+/// Judges header figures; malformed ones are to be removed.
+pub fn judge_headers(headers: &HeaderMap, table: &[HeaderFigure], judgement: &mut Judgement) {
+    for figure in table {
+        let mut values = headers.get_all(figure.name).iter();
+        let Some(first) = values.next() else { continue };
+        let single = values.next().is_none();
+        let count = first
+            .to_str()
+            .ok()
+            .filter(|v| single && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u64>().ok());
+        match count {
+            Some(n) => {
+                if let Some(kind) = figure.tokens {
+                    judgement.tokens.push((kind, n));
+                }
+            }
+            None => {
+                judgement.pointers.push(format!("header:{}", figure.name));
+                judgement.malformed.push(header_label(figure.name));
+                judgement.removed_headers.push(figure.name);
+            }
+        }
+    }
+}
+
+/// `header:<name>` as a static label (names come from the fixed tables).
+fn header_label(name: &'static str) -> &'static str {
+    match name {
+        "x-compute-tokens" => "header:x-compute-tokens",
+        "x-compute-characters" => "header:x-compute-characters",
+        "x-compute-time" => "header:x-compute-time",
+        "x-total-time" => "header:x-total-time",
+        "x-tokenization-time" => "header:x-tokenization-time",
+        "x-queue-time" => "header:x-queue-time",
+        "x-inference-time" => "header:x-inference-time",
+        _ => "header:other",
+    }
+}
+
+fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
+    let sound = match domain {
+        Domain::Count => value.count().map(Some),
+        Domain::Number => value
+            .number()
+            .filter(|n| *n >= 0.0 && !value.text().starts_with('-'))
+            .map(|n| (n.fract() == 0.0 && n <= u64::MAX as f64).then_some(n as u64)),
+        Domain::Id => value.string().filter(|s| !s.is_empty()).map(|_| None),
+    };
+    match sound {
+        Some(n) => Reading::Sound(n),
+        None => Reading::Malformed(value.span(body)),
+    }
+}
+
+/// Replaces each range of `body` with `null`; the rest is copied as is.
+pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
+    let removed: usize = nulls.iter().map(|r| r.len()).sum();
+    let mut out = BytesMut::with_capacity(body.len() + 4 * nulls.len() - removed.min(body.len()));
+    let mut at = 0;
+    for range in nulls {
+        out.extend_from_slice(&body[at..range.start]);
+        out.extend_from_slice(b"null");
+        at = range.end;
+    }
+    out.extend_from_slice(&body[at..]);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &[Figure] = &[
+        Figure::id("/id"),
+        Figure::count("/usage/prompt_tokens").tokens("prompt"),
+        Figure::count("/usage/total_tokens").tokens("total"),
+    ];
+
+    fn run(body: &str) -> (String, Judgement) {
+        let json = Json::parse(body.as_bytes()).unwrap();
+        let root = json.object().unwrap();
+        let judgement = judge(body.as_bytes(), &root, TABLE);
+        let out = splice(body.as_bytes(), &judgement.nulls);
+        (String::from_utf8(out.to_vec()).unwrap(), judgement)
+    }
+
+    #[test]
+    fn a_sound_body_is_clean_and_counts_its_tokens() {
+        let (out, j) = run(r#"{"id":"e-1","usage":{"prompt_tokens":8,"total_tokens":8}}"#);
+        assert!(j.is_clean());
+        assert_eq!(j.tokens, [("prompt", 8), ("total", 8)]);
+        assert_eq!(
+            out,
+            r#"{"id":"e-1","usage":{"prompt_tokens":8,"total_tokens":8}}"#
+        );
+    }
+
+    #[test]
+    fn each_malformed_form_is_nulled_on_its_own() {
+        for bad in [
+            r#""8""#, r#""abc""#, "-1", "8.5", "8.0", "1e3", "true", "{}", "[]", "-0",
+        ] {
+            let body = format!(r#"{{"usage": {{"prompt_tokens": {bad}, "total_tokens": 8}}}}"#);
+            let (out, j) = run(&body);
+            assert_eq!(
+                out, r#"{"usage": {"prompt_tokens": null, "total_tokens": 8}}"#,
+                "{bad}"
+            );
+            assert_eq!(j.pointers, ["/usage/prompt_tokens"]);
+            assert_eq!(
+                j.tokens,
+                [("total", 8)],
+                "a malformed figure is never counted"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_left_with_no_sound_figure_collapses() {
+        let (out, j) =
+            run(r#"{"id": "x", "usage": {"prompt_tokens": "8", "total_tokens": -8}, "z": 1}"#);
+        assert_eq!(out, r#"{"id": "x", "usage": null, "z": 1}"#);
+        assert_eq!(
+            j.pointers,
+            ["/usage/prompt_tokens", "/usage/total_tokens", "/usage"]
+        );
+        assert_eq!(j.malformed, ["/usage/prompt_tokens", "/usage/total_tokens"]);
+        let (out, _) = run(r#"{"usage": {"prompt_tokens": "8", "total_tokens": null}}"#);
+        assert_eq!(out, r#"{"usage": null}"#);
+    }
+
+    #[test]
+    fn absent_and_null_figures_are_not_reported() {
+        for body in [
+            r#"{"usage": {"prompt_tokens": null}}"#,
+            r#"{"usage": null}"#,
+            r#"{}"#,
+            r#"{"id": null}"#,
+        ] {
+            let (out, j) = run(body);
+            assert!(j.is_clean(), "{body}");
+            assert_eq!(out, body);
+        }
+    }
+
+    #[test]
+    fn ids_must_be_non_empty_strings() {
+        for bad in [r#""""#, "5", "true", "{}"] {
+            let (out, j) = run(&format!(r#"{{"id": {bad}}}"#));
+            assert_eq!(out, r#"{"id": null}"#);
+            assert_eq!(j.pointers, ["/id"]);
+        }
+    }
+
+    #[test]
+    fn a_record_that_is_not_an_object_is_nulled() {
+        let (out, j) = run(r#"{"usage": "n/a"}"#);
+        assert_eq!(out, r#"{"usage": null}"#);
+        assert_eq!(j.pointers, ["/usage"]);
+    }
+
+    #[test]
+    fn numbers_accept_any_non_negative_number() {
+        let table = &[Figure::number("/meta/billed_units/input_tokens").tokens("billed_input")];
+        for (value, ok) in [
+            ("2", true),
+            ("2.0", true),
+            ("1e3", true),
+            ("-2", false),
+            ("\"2\"", false),
+        ] {
+            let body = format!(r#"{{"meta": {{"billed_units": {{"input_tokens": {value}}}}}}}"#);
+            let json = Json::parse(body.as_bytes()).unwrap();
+            let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+            assert_eq!(j.is_clean(), ok, "{value}");
+        }
+    }
+
+    #[test]
+    fn malformed_header_figures_are_removed() {
+        let table = &[
+            HeaderFigure {
+                name: "x-compute-tokens",
+                tokens: Some("input"),
+            },
+            HeaderFigure {
+                name: "x-total-time",
+                tokens: None,
+            },
+        ];
+        let mut headers = HeaderMap::new();
+        headers.insert("x-compute-tokens", "12".parse().unwrap());
+        headers.insert("x-total-time", "1.5".parse().unwrap());
+        let mut j = Judgement::default();
+        judge_headers(&headers, table, &mut j);
+        assert_eq!(j.pointers, ["header:x-total-time"]);
+        assert_eq!(j.removed_headers, ["x-total-time"]);
+        assert_eq!(j.tokens, [("input", 12)]);
+    }
+}
