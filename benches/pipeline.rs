@@ -1,13 +1,17 @@
 //! Micro-benchmarks of the per-request work probity does before and after
-//! the upstream call: route lookup, header filtering, request ids.
+//! the upstream call: route lookup, header filtering, and the inspection of
+//! a 16 × 1536 embeddings response.
 //!
 //! `cargo bench --bench pipeline`. The end-to-end latency comparison against
 //! a direct call and nginx is a separate load benchmark.
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use http::HeaderMap;
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use http::{HeaderMap, Method, StatusCode};
+use probity::config::DialectName;
 use probity::config::{load, DEFAULT_TOML};
 use probity::forward::remove_hop_by_hop;
+use probity::inspect::{self, Exchange, Verdict};
 use probity::route::RouteTable;
 use std::hint::black_box;
 
@@ -54,5 +58,67 @@ fn header_filtering(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, route_lookup, header_filtering);
+/// An OpenAI embeddings response: 16 inputs of 1536 floats, as the API
+/// writes them (about 540 KB).
+fn embeddings_body() -> (Vec<u8>, Vec<u8>) {
+    let inputs: Vec<String> = (0..16).map(|i| format!("document number {i}")).collect();
+    let request = serde_json::json!({"model": "text-embedding-3-small", "input": inputs});
+    let mut body = String::from("{\n  \"object\": \"list\",\n  \"data\": [\n");
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..16 {
+        body.push_str(&format!(
+            "    {{\n      \"object\": \"embedding\",\n      \"index\": {i},\n      \"embedding\": [\n"
+        ));
+        for d in 0..1536 {
+            // xorshift: deterministic values with realistic digit counts.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = (x % 2_000_000) as f64 / 1e7 - 0.1;
+            let sep = if d + 1 < 1536 { "," } else { "" };
+            body.push_str(&format!("        {v:.18}{sep}\n"));
+        }
+        body.push_str(if i + 1 < 16 {
+            "      ]\n    },\n"
+        } else {
+            "      ]\n    }\n"
+        });
+    }
+    body.push_str("  ],\n  \"model\": \"text-embedding-3-small\",\n  \"usage\": {\n    \"prompt_tokens\": 64,\n    \"total_tokens\": 64\n  }\n}\n");
+    (request.to_string().into_bytes(), body.into_bytes())
+}
+
+fn embeddings_inspection(c: &mut Criterion) {
+    let (request, body) = embeddings_body();
+    let (request, body) = (Bytes::from(request), Bytes::from(body));
+    let method = Method::POST;
+    let headers = HeaderMap::new();
+    let dialect = inspect::dialect(DialectName::Openai);
+    let exchange = Exchange {
+        method: &method,
+        path: "/v1/embeddings",
+        request_headers: &headers,
+        request_body: &request,
+        status: StatusCode::OK,
+        response_headers: &headers,
+        response_body: &body,
+    };
+    assert!(matches!(
+        inspect::inspect(dialect, &exchange),
+        Verdict::Pass(_)
+    ));
+    let mut group = c.benchmark_group("inspect");
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    group.bench_function("openai embeddings 16 x 1536 floats", |b| {
+        b.iter(|| inspect::inspect(dialect, black_box(&exchange)))
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    route_lookup,
+    header_filtering,
+    embeddings_inspection
+);
 criterion_main!(benches);

@@ -16,14 +16,21 @@ use serde::Deserializer;
 use serde_json::value::RawValue;
 
 /// One JSON value, borrowed from the document it came from.
+/// Its text is always valid JSON: a `Json` is only made by a parse.
 #[derive(Clone, Copy)]
 pub struct Json<'a> {
-    raw: &'a RawValue,
+    text: &'a str,
 }
 
 impl fmt::Debug for Json<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.raw.get())
+        f.write_str(self.text)
+    }
+}
+
+impl<'a> From<&'a RawValue> for Json<'a> {
+    fn from(raw: &'a RawValue) -> Self {
+        Self { text: raw.get() }
     }
 }
 
@@ -41,19 +48,36 @@ pub enum Kind {
 impl<'a> Json<'a> {
     /// Parses a whole document (validating its syntax once).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
-        let raw: &'a RawValue = serde_json::from_slice(bytes)?;
-        Ok(Self { raw })
+        Self::parse_document(bytes).map(|(json, _)| json)
+    }
+
+    /// Parses a whole document and, when its root is an object, its members,
+    /// in one pass: bodies can be megabytes of vectors.
+    pub fn parse_document(
+        bytes: &'a [u8],
+    ) -> Result<(Self, Option<Object<'a>>), serde_json::Error> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| <serde_json::Error as de::Error>::custom("the body is not UTF-8"))?;
+        let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\n' | '\r' | '\t'));
+        if trimmed.starts_with('{') {
+            let mut de = serde_json::Deserializer::from_str(trimmed);
+            let members = de.deserialize_map(MembersVisitor)?;
+            de.end()?;
+            return Ok((Self { text: trimmed }, Some(Object(members))));
+        }
+        let raw: &'a RawValue = serde_json::from_str(trimmed)?;
+        Ok((raw.into(), None))
     }
 
     /// The value's exact text.
     pub fn text(&self) -> &'a str {
-        self.raw.get()
+        self.text
     }
 
     /// Where this value sits in `document` (which it must borrow from).
     pub fn span(&self, document: &[u8]) -> Range<usize> {
-        let start = self.raw.get().as_ptr() as usize - document.as_ptr() as usize;
-        start..start + self.raw.get().len()
+        let start = self.text.as_ptr() as usize - document.as_ptr() as usize;
+        start..start + self.text.len()
     }
 
     pub fn kind(&self) -> Kind {
@@ -76,7 +100,7 @@ impl<'a> Json<'a> {
         if self.kind() != Kind::Object {
             return None;
         }
-        let mut de = serde_json::Deserializer::from_str(self.raw.get());
+        let mut de = serde_json::Deserializer::from_str(self.text);
         de.deserialize_map(MembersVisitor).ok().map(Object)
     }
 
@@ -85,8 +109,18 @@ impl<'a> Json<'a> {
         if self.kind() != Kind::Array {
             return None;
         }
-        let raws: Vec<&'a RawValue> = serde_json::from_str(self.raw.get()).ok()?;
-        Some(raws.into_iter().map(|raw| Json { raw }).collect())
+        let raws: Vec<&'a RawValue> = serde_json::from_str(self.text).ok()?;
+        Some(raws.into_iter().map(Json::from).collect())
+    }
+
+    /// The elements of an array with the members of each element that is an
+    /// object, in one pass; `None` for a non-array.
+    pub fn objects(&self) -> Option<Vec<Option<Object<'a>>>> {
+        if self.kind() != Kind::Array {
+            return None;
+        }
+        let mut de = serde_json::Deserializer::from_str(self.text);
+        de.deserialize_seq(ObjectsVisitor).ok()
     }
 
     /// A string's value (unescaped only when it has escapes).
@@ -94,7 +128,7 @@ impl<'a> Json<'a> {
         if self.kind() != Kind::String {
             return None;
         }
-        let text = self.raw.get();
+        let text = self.text;
         let inner = &text[1..text.len() - 1];
         if inner.contains('\\') {
             serde_json::from_str::<String>(text).ok().map(Cow::Owned)
@@ -174,9 +208,79 @@ impl<'de> Visitor<'de> for MembersVisitor {
         let mut members = Vec::new();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let raw: &'de RawValue = map.next_value()?;
-            members.push((key, Json { raw }));
+            members.push((key, Json::from(raw)));
         }
         Ok(members)
+    }
+}
+
+struct ObjectsVisitor;
+
+impl<'de> Visitor<'de> for ObjectsVisitor {
+    type Value = Vec<Option<Object<'de>>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array")
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(ItemSeed)? {
+            items.push(item);
+        }
+        Ok(items)
+    }
+}
+
+/// An array element: its members if it is an object, else skipped.
+struct ItemSeed;
+
+impl<'de> DeserializeSeed<'de> for ItemSeed {
+    type Value = Option<Object<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(ItemSeed)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemSeed {
+    type Value = Option<Object<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        MembersVisitor.visit_map(map).map(|m| Some(Object(m)))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 

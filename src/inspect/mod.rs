@@ -152,8 +152,8 @@ pub fn inspect(dialect: &dyn Dialect, exchange: &Exchange<'_>) -> Verdict {
         return Verdict::Uninspected("request_not_json");
     };
     let body = exchange.response_body;
-    let root = match Json::parse(body) {
-        Ok(root) => root,
+    let (root, object) = match Json::parse_document(body) {
+        Ok(parsed) => parsed,
         Err(err) => {
             return Verdict::Reject(Violation {
                 invariant: "invalid_json",
@@ -161,10 +161,7 @@ pub fn inspect(dialect: &dyn Dialect, exchange: &Exchange<'_>) -> Verdict {
             })
         }
     };
-    let response = Response {
-        root,
-        object: root.object(),
-    };
+    let response = Response { root, object };
     match (endpoint.check)(&request, &response) {
         Ok(()) => {}
         Err(Fault::Invalid(violation)) => return Verdict::Reject(violation),

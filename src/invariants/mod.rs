@@ -252,13 +252,13 @@ fn same_dimension(
 pub fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Result<(), Violation> {
     let items = root
         .present("data")
-        .and_then(|d| d.array())
+        .and_then(|d| d.objects())
         .ok_or_else(|| violation("payload_missing", "the response has no `data` array".into()))?;
     count_matches(items.len(), expect.count)?;
     let mut seen = vec![false; items.len()];
     let mut first: Option<usize> = None;
     for (i, item) in items.iter().enumerate() {
-        let item = item.object().ok_or_else(|| {
+        let item = item.as_ref().ok_or_else(|| {
             violation(
                 "embedding_item_invalid",
                 format!("data[{i}] is not an object"),
@@ -336,7 +336,7 @@ pub struct Ranking {
 /// object whose index points at a distinct document, with a finite score
 /// and, when echoed, a document of the right form.
 pub fn ranking(name: &str, results: Option<Json<'_>>, expect: Ranking) -> Result<(), Violation> {
-    let results = results.and_then(|r| r.array()).ok_or_else(|| {
+    let results = results.and_then(|r| r.objects()).ok_or_else(|| {
         violation(
             "payload_missing",
             format!("the response has no array of results at {name}"),
@@ -359,7 +359,7 @@ pub fn ranking(name: &str, results: Option<Json<'_>>, expect: Ranking) -> Result
     }
     let mut seen = HashSet::with_capacity(results.len());
     for (i, result) in results.iter().enumerate() {
-        let result = result.object().ok_or_else(|| {
+        let result = result.as_ref().ok_or_else(|| {
             violation(
                 "rerank_result_invalid",
                 format!("{name}[{i}] is not an object"),
