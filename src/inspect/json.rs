@@ -179,10 +179,11 @@ impl<'a> Json<'a> {
 pub struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
 
 impl<'a> Object<'a> {
-    /// The first member with this key (JSON leaves duplicates undefined;
-    /// serde_json keeps the last, but the first is what a streaming reader sees).
+    /// The member with this key. JSON leaves duplicate keys undefined; the
+    /// last one wins here, as in serde_json, Python and JavaScript, which is
+    /// what the provider and the app both read.
     pub fn get(&self, key: &str) -> Option<Json<'a>> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 
     /// A member that is present and not `null`.
@@ -447,6 +448,8 @@ mod tests {
         assert_eq!(&doc[inner.span(doc)], br#"{"c": [1, 2]}"#);
         assert_eq!(object.get("s").unwrap().string().unwrap(), "x\"y");
         assert!(object.get("zz").is_none());
+        let twice = Json::parse(br#"{"k": 1, "k": 2}"#).unwrap();
+        assert_eq!(twice.object().unwrap().get("k").unwrap().text(), "2");
         assert!(json.array().is_none());
     }
 
