@@ -42,7 +42,7 @@ async fn a_malformed_value_never_reaches_logs_or_metrics() {
         Some(4.0)
     );
     assert_eq!(
-        sample(r#"probity_tokens_total{route="openai",kind="prompt"}"#),
+        sample(r#"probity_tokens_total{route="openai",kind="input"}"#),
         None
     );
     assert_eq!(

@@ -323,7 +323,7 @@ mod tests {
 
     const TABLE: &[Figure] = &[
         Figure::id("/id"),
-        Figure::count("/usage/prompt_tokens").tokens("prompt"),
+        Figure::count("/usage/prompt_tokens").tokens("input"),
         Figure::count("/usage/total_tokens").tokens("total"),
     ];
 
@@ -339,7 +339,7 @@ mod tests {
     fn a_sound_body_is_clean_and_counts_its_tokens() {
         let (out, j) = run(r#"{"id":"e-1","usage":{"prompt_tokens":8,"total_tokens":8}}"#);
         assert!(j.is_clean());
-        assert_eq!(j.tokens, [("prompt", 8), ("total", 8)]);
+        assert_eq!(j.tokens, [("input", 8), ("total", 8)]);
         assert_eq!(
             out,
             r#"{"id":"e-1","usage":{"prompt_tokens":8,"total_tokens":8}}"#

@@ -11,7 +11,7 @@ pub(super) struct Jina;
 
 const FIGURES: &[Figure] = &[
     Figure::count("/usage/total_tokens").tokens("total"),
-    Figure::count("/usage/prompt_tokens").tokens("prompt"),
+    Figure::count("/usage/prompt_tokens").tokens("input"),
 ];
 
 const EMBEDDINGS: Endpoint = Endpoint {

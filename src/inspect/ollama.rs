@@ -13,7 +13,7 @@ pub(super) struct Ollama;
 const EMBED: Endpoint = Endpoint {
     check: embed,
     figures: &[
-        Figure::count("/prompt_eval_count").tokens("prompt"),
+        Figure::count("/prompt_eval_count").tokens("input"),
         Figure::count("/total_duration"),
         Figure::count("/load_duration"),
     ],

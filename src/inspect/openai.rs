@@ -13,7 +13,7 @@ pub(super) struct OpenAi;
 /// Figures of `/v1/embeddings` and `/rerank` (`/id` is vLLM's).
 pub(super) const FIGURES: &[Figure] = &[
     Figure::id("/id"),
-    Figure::count("/usage/prompt_tokens").tokens("prompt"),
+    Figure::count("/usage/prompt_tokens").tokens("input"),
     Figure::count("/usage/total_tokens").tokens("total"),
 ];
 
