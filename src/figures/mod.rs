@@ -12,6 +12,7 @@
 //! Each dialect lists its figures in a fixed table of [`Figure`]s, so the
 //! `figure` label of `probity_malformed_figures_total` is bounded.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
@@ -33,7 +34,9 @@ pub enum Domain {
 /// One ancillary figure in a dialect's table.
 #[derive(Debug, Clone, Copy)]
 pub struct Figure {
-    /// A JSON pointer into the response body, e.g. `/usage/prompt_tokens`.
+    /// A JSON pointer into the response body, e.g. `/usage/prompt_tokens`;
+    /// a last segment `*` stands for every member of that record (the
+    /// `figure` label stays the wildcard, so it is bounded).
     pub pointer: &'static str,
     pub domain: Domain,
     /// The `kind` label on `probity_tokens_total` when this counts tokens.
@@ -118,6 +121,16 @@ enum Reading {
     Malformed(Range<usize>),
 }
 
+/// One concrete figure of a body: a table entry, or one member under a
+/// wildcard entry.
+struct Entry<'a> {
+    figure: &'a Figure,
+    /// The concrete pointer, for the `probity-normalized` list.
+    pointer: Cow<'static, str>,
+    /// The value, when present and not `null`.
+    value: Option<Json<'a>>,
+}
+
 /// A record as found in the body.
 enum Record<'a> {
     Absent,
@@ -140,23 +153,52 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
         }
     }
 
-    // Every figure on its own.
-    let readings: Vec<Reading> = table
-        .iter()
-        .map(|figure| {
-            let pointer = figure.record();
-            let object = if pointer.is_empty() {
-                Some(root)
-            } else {
-                match records.iter().find(|(p, _)| *p == pointer) {
-                    Some((_, Record::Object(object, _))) => Some(object),
-                    _ => None,
-                }
-            };
-            match object.and_then(|o| o.present(figure.key())) {
-                None => Reading::Absent,
-                Some(value) => read(figure.domain, value, body),
+    // The concrete figures: a wildcard (`/usage/prompt_tokens_details/*`)
+    // stands for every member of its record.
+    let mut entries: Vec<Entry<'_>> = Vec::with_capacity(table.len());
+    for figure in table {
+        let record = figure.record();
+        let object = if record.is_empty() {
+            Some(root)
+        } else {
+            match records.iter().find(|(p, _)| *p == record) {
+                Some((_, Record::Object(object, _))) => Some(object),
+                _ => None,
             }
+        };
+        if figure.key() == "*" {
+            for key in object.into_iter().flat_map(|o| o.keys()) {
+                let plain = key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+                let pointer = if plain {
+                    Cow::Owned(format!("{record}/{key}"))
+                } else {
+                    Cow::Borrowed(figure.pointer)
+                };
+                let value = object.and_then(|o| o.present(key));
+                entries.push(Entry {
+                    figure,
+                    pointer,
+                    value,
+                });
+            }
+        } else {
+            let value = object.and_then(|o| o.present(figure.key()));
+            entries.push(Entry {
+                figure,
+                pointer: Cow::Borrowed(figure.pointer),
+                value,
+            });
+        }
+    }
+
+    // Every figure on its own.
+    let readings: Vec<Reading> = entries
+        .iter()
+        .map(|entry| match entry.value {
+            None => Reading::Absent,
+            Some(value) => read(entry.figure.domain, value, body),
         })
         .collect();
 
@@ -174,8 +216,8 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
         };
         let mut lost = false;
         let mut kept = false;
-        for (reading, figure) in readings.iter().zip(table) {
-            if under(figure.pointer, pointer) {
+        for (reading, entry) in readings.iter().zip(&entries) {
+            if under(&entry.pointer, pointer) {
                 lost |= matches!(reading, Reading::Malformed(_));
                 kept |= matches!(reading, Reading::Sound(_));
             }
@@ -186,17 +228,17 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
     }
     let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
 
-    for (reading, figure) in readings.iter().zip(table) {
+    for (reading, entry) in readings.iter().zip(&entries) {
         match reading {
             Reading::Malformed(span) => {
-                judgement.pointers.push(figure.pointer.to_string());
-                judgement.malformed.push(figure.pointer);
-                if !nulled_whole(figure.pointer) {
+                judgement.pointers.push(entry.pointer.to_string());
+                judgement.malformed.push(entry.figure.pointer);
+                if !nulled_whole(&entry.pointer) {
                     judgement.nulls.push(span.clone());
                 }
             }
             Reading::Sound(Some(n)) => {
-                if let Some(kind) = figure.tokens {
+                if let Some(kind) = entry.figure.tokens {
                     judgement.tokens.push((kind, *n));
                 }
             }
@@ -425,6 +467,40 @@ mod tests {
             let j = judge(body.as_bytes(), &json.object().unwrap(), table);
             assert_eq!(j.is_clean(), ok, "{value}");
         }
+    }
+
+    #[test]
+    fn a_wildcard_judges_every_member_of_its_record() {
+        let table = &[
+            Figure::count("/usage/prompt_tokens").tokens("input"),
+            Figure::count("/usage/prompt_tokens_details/*"),
+        ];
+        let body = r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": "0", "audio_tokens": 0, "new_kind": -2}}}"#;
+        let json = Json::parse(body.as_bytes()).unwrap();
+        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
+        assert_eq!(
+            out,
+            r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": null, "audio_tokens": 0, "new_kind": null}}}"#
+        );
+        assert_eq!(
+            j.pointers,
+            [
+                "/usage/prompt_tokens_details/cached_tokens",
+                "/usage/prompt_tokens_details/new_kind"
+            ]
+        );
+        assert_eq!(j.malformed, ["/usage/prompt_tokens_details/*"; 2]);
+        // All malformed: the details record collapses; usage keeps its sound figure.
+        let body =
+            r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": true}}}"#;
+        let json = Json::parse(body.as_bytes()).unwrap();
+        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
+        assert_eq!(
+            out,
+            r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": null}}"#
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! Ollama's native API: `/api/embed`, the legacy `/api/embeddings`, and its
-//! OpenAI-compatible `/v1/embeddings` (checked as OpenAI's).
+//! Ollama's native API: `/api/chat`, `/api/generate`, `/api/embed`, the
+//! legacy `/api/embeddings`, and its OpenAI-compatible `/v1/chat/completions`
+//! and `/v1/embeddings` (checked as OpenAI's).
 
 use super::{Dialect, Endpoint, Response};
 use crate::config::DialectName;
 use crate::figures::Figure;
-use crate::inspect::json::Object;
+use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Expect, Fault, Form};
 
 pub(super) struct Ollama;
@@ -17,6 +18,28 @@ const EMBED: Endpoint = Endpoint {
         Figure::count("/total_duration"),
         Figure::count("/load_duration"),
     ],
+    header_figures: &[],
+};
+
+/// Generation figures sit on the final (`done: true`) object.
+const GENERATION_FIGURES: &[Figure] = &[
+    Figure::count("/prompt_eval_count").tokens("input"),
+    Figure::count("/eval_count").tokens("output"),
+    Figure::count("/total_duration"),
+    Figure::count("/load_duration"),
+    Figure::count("/prompt_eval_duration"),
+    Figure::count("/eval_duration"),
+];
+
+const CHAT: Endpoint = Endpoint {
+    check: chat,
+    figures: GENERATION_FIGURES,
+    header_figures: &[],
+};
+
+const GENERATE: Endpoint = Endpoint {
+    check: generate,
+    figures: GENERATION_FIGURES,
     header_figures: &[],
 };
 
@@ -37,7 +60,13 @@ impl Dialect for Ollama {
     }
 
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/api/embed") {
+        if path.ends_with("/api/chat") {
+            Some(&CHAT)
+        } else if path.ends_with("/api/generate") {
+            Some(&GENERATE)
+        } else if path.ends_with("/v1/chat/completions") {
+            Some(&super::openai::CHAT)
+        } else if path.ends_with("/api/embed") {
             Some(&EMBED)
         } else if path.ends_with("/api/embeddings") {
             Some(&LEGACY_EMBEDDINGS)
@@ -57,6 +86,30 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     };
     let list = response.object()?.get("embeddings");
     invariants::vector_list("embeddings", list, expect, Form::Float)?;
+    Ok(())
+}
+
+/// A `message` object and a boolean `done`.
+fn chat(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let root = response.object()?;
+    invariants::member(root, "message", Kind::Object, "payload_missing", &|| {
+        "message".into()
+    })?;
+    invariants::member(root, "done", Kind::Bool, "payload_missing", &|| {
+        "done".into()
+    })?;
+    Ok(())
+}
+
+/// A `response` string and a boolean `done`.
+fn generate(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let root = response.object()?;
+    invariants::member(root, "response", Kind::String, "payload_missing", &|| {
+        "response".into()
+    })?;
+    invariants::member(root, "done", Kind::Bool, "payload_missing", &|| {
+        "done".into()
+    })?;
     Ok(())
 }
 

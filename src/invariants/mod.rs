@@ -297,6 +297,90 @@ pub fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Result<(), 
     Ok(())
 }
 
+// ------------------------------------------------------------------ generation
+
+/// Checks `choices`: exactly `expected` objects, each `index` in
+/// `0..expected` once, each passing `each` (its own shape).
+pub fn choices(
+    root: &Object<'_>,
+    expected: usize,
+    what: &str,
+    each: impl Fn(usize, &Object<'_>) -> Result<(), Violation>,
+) -> Result<(), Violation> {
+    let choices = root
+        .present("choices")
+        .and_then(|c| c.objects())
+        .ok_or_else(|| {
+            violation(
+                "payload_missing",
+                "the response has no `choices` array".into(),
+            )
+        })?;
+    if choices.len() != expected {
+        return Err(violation(
+            "choice_count_mismatch",
+            format!(
+                "expected {expected} choices ({what}), got {}",
+                choices.len()
+            ),
+        ));
+    }
+    let mut seen = vec![false; expected];
+    for (i, choice) in choices.iter().enumerate() {
+        let choice = choice
+            .as_ref()
+            .ok_or_else(|| violation("choice_invalid", format!("choices[{i}] is not an object")))?;
+        match choice
+            .present("index")
+            .and_then(|v| v.count())
+            .map(|x| x as usize)
+        {
+            Some(x) if x < expected && !seen[x] => seen[x] = true,
+            _ => {
+                return Err(violation(
+                    "choice_index_invalid",
+                    format!(
+                        "choices[{i}].index is {}, expected each of 0..{expected} once",
+                        choice.get("index").map_or("absent", |v| v.text())
+                    ),
+                ))
+            }
+        }
+        each(i, choice)?;
+    }
+    Ok(())
+}
+
+/// A member that must be present with a kind, else `payload_missing`.
+pub fn member<'a>(
+    object: &Object<'a>,
+    key: &str,
+    kind: Kind,
+    invariant: &'static str,
+    at: &dyn Fn() -> String,
+) -> Result<Json<'a>, Violation> {
+    match object.get(key) {
+        Some(value) if value.kind() == kind => Ok(value),
+        found => {
+            let wanted = match kind {
+                Kind::Object => "an object",
+                Kind::Array => "an array",
+                Kind::String => "a string",
+                Kind::Number => "a number",
+                Kind::Bool => "a boolean",
+                Kind::Null => "null",
+            };
+            let found = found.map_or("absent".to_string(), |v| {
+                format!("{:?}", v.kind()).to_lowercase()
+            });
+            Err(violation(
+                invariant,
+                format!("{} should be {wanted}, found {found}", at()),
+            ))
+        }
+    }
+}
+
 // ------------------------------------------------------------------ rerank
 
 /// How a result echoes its document.
