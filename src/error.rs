@@ -145,16 +145,26 @@ impl ProxyError {
         }
     }
 
+    fn fields<'a>(&self, route: Option<&'a str>, request_id: &'a HeaderValue) -> ErrorFields<'a> {
+        ErrorFields {
+            kind: self.kind(),
+            code: self.code(),
+            message: self.message(route),
+            route,
+            request_id: request_id.to_str().unwrap_or_default(),
+        }
+    }
+
+    /// The `error` object alone, for a stream that can only end with an
+    /// error event in its own format (its status line is already sent).
+    pub fn error_object(&self, route: Option<&str>, request_id: &HeaderValue) -> serde_json::Value {
+        serde_json::to_value(self.fields(route, request_id)).unwrap_or_default()
+    }
+
     /// The error response: the one mapping from error to HTTP.
     pub fn respond(&self, route: Option<&str>, request_id: &HeaderValue) -> Response<Bytes> {
         let body = ErrorBody {
-            error: ErrorFields {
-                kind: self.kind(),
-                code: self.code(),
-                message: self.message(route),
-                route,
-                request_id: request_id.to_str().unwrap_or_default(),
-            },
+            error: self.fields(route, request_id),
         };
         // Serializing two plain structs of strings cannot fail.
         let json = serde_json::to_vec(&body).unwrap_or_default();

@@ -23,6 +23,7 @@ pub const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_invalid_resp
 pub const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
 pub const TOKENS_TOTAL: &str = "probity_tokens_total";
 pub const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
+pub const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -40,6 +41,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full(REQUEST_DURATION_SECONDS.into()),
+            DURATION_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(TIME_TO_FIRST_BYTE_SECONDS.into()),
             DURATION_BUCKETS,
         )?
         .install_recorder()?;
@@ -71,6 +76,11 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     describe_counter!(
         TOKENS_TOTAL,
         "Tokens as reported by providers, counted only from well-formed figures."
+    );
+    describe_histogram!(
+        TIME_TO_FIRST_BYTE_SECONDS,
+        Unit::Seconds,
+        "For streams: time from the request's arrival to the first byte sent."
     );
     describe_counter!(
         UNINSPECTED_TOTAL,
@@ -211,4 +221,15 @@ pub fn uninspected(route: &str, request_id: &HeaderValue, reason: &'static str) 
         reason,
         "response passed uninspected"
     );
+}
+
+/// The first byte of a streamed response went out.
+pub fn stream_first_byte(record: &RequestRecord) {
+    let route = record
+        .route
+        .as_deref()
+        .unwrap_or(NO_ROUTE_LABEL)
+        .to_string();
+    histogram!(TIME_TO_FIRST_BYTE_SECONDS, "route" => route)
+        .record(record.started.elapsed().as_secs_f64());
 }

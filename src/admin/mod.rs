@@ -128,6 +128,7 @@ fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
             let (outcome, pointers, invariant) = match &c.outcome {
                 Outcome::Normalized(pointers) => ("normalized", pointers.clone(), None),
                 Outcome::Rejected(invariant) => ("rejected", Vec::new(), Some(*invariant)),
+                Outcome::Cut(kind) => ("cut", Vec::new(), Some(*kind)),
             };
             serde_json::json!({
                 "request_id": c.request_id,

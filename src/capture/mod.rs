@@ -22,6 +22,8 @@ pub enum Outcome {
     Normalized(Vec<String>),
     /// A payload invariant was broken.
     Rejected(&'static str),
+    /// A stream ended by an upstream fault (its `kind`).
+    Cut(&'static str),
 }
 
 /// One captured exchange.

@@ -3,9 +3,10 @@
 
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue};
 
-use super::{Dialect, Endpoint, Response};
+use super::stream::{self, Event, EventCheck, Framing};
+use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
 use crate::config::DialectName;
-use crate::figures::Figure;
+use crate::figures::{self, Figure, Judgement};
 use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Fault};
 
@@ -22,11 +23,99 @@ pub(super) const FIGURES: &[Figure] = &[
     Figure::count("/usage/server_tool_use/*"),
 ];
 
+/// `message_delta.usage`: cumulative counts, never to be summed.
+const DELTA_FIGURES: &[Figure] = &[
+    Figure::count("/usage/input_tokens").tokens("input"),
+    Figure::count("/usage/output_tokens").tokens("output"),
+    Figure::count("/usage/cache_creation_input_tokens"),
+    Figure::count("/usage/cache_read_input_tokens"),
+    Figure::count("/usage/server_tool_use/*"),
+];
+
 const MESSAGES: Endpoint = Endpoint {
     check: messages,
     figures: FIGURES,
     header_figures: &[],
+    stream: Some(StreamSpec {
+        framing: Framing::Sse,
+        start: |_| Ok(Box::new(Events { blocks: Vec::new() })),
+    }),
 };
+
+/// A streamed message: named events. Figures sit in
+/// `message_start.message.usage` and `message_delta.usage`; a content block
+/// must be started before it is added to or stopped; unknown event types
+/// pass as they came.
+struct Events {
+    blocks: Vec<u64>,
+}
+
+impl EventCheck for Events {
+    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+        let Some(data) = event.data.as_deref() else {
+            return Ok(None);
+        };
+        let known = [
+            "message_start",
+            "message_delta",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+        ];
+        let name = event.name.unwrap_or("");
+        if !known.contains(&name) {
+            return Ok(None); // ping, message_stop, error, and what comes next
+        }
+        let body = super::openai::event_object(data)?;
+        match name {
+            "message_start" => {
+                let message = body
+                    .present("message")
+                    .and_then(|m| m.object())
+                    .ok_or_else(|| {
+                        invariants::violation(
+                            "payload_missing",
+                            "message_start has no `message` object".into(),
+                        )
+                    })?;
+                let judgement = figures::judge(data, &message, FIGURES);
+                Ok(Some(super::prefixed(judgement, "/message")))
+            }
+            "message_delta" => Ok(Some(figures::judge(data, &body, DELTA_FIGURES))),
+            "content_block_start" => {
+                self.blocks.push(block_index(&body, name)?);
+                Ok(None)
+            }
+            _ => {
+                let index = block_index(&body, name)?;
+                if self.blocks.contains(&index) {
+                    Ok(None)
+                } else {
+                    Err(invariants::violation(
+                        "content_block_invalid",
+                        format!("{name} for block {index}, which was never started"),
+                    ))
+                }
+            }
+        }
+    }
+
+    fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
+        let data = serde_json::json!({ "type": "error", "error": error }).to_string();
+        stream::write_event(Framing::Sse, Some("error"), data.as_bytes(), None)
+    }
+}
+
+fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
+    body.present("index")
+        .and_then(|i| i.count())
+        .ok_or_else(|| {
+            invariants::violation(
+                "content_block_invalid",
+                format!("{name} has no block index"),
+            )
+        })
+}
 
 impl Dialect for Anthropic {
     fn name(&self) -> DialectName {

@@ -21,6 +21,7 @@ const EMBED: Endpoint = Endpoint {
         Figure::number("/meta/tokens/output_tokens").tokens("output"),
     ],
     header_figures: &[],
+    stream: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -32,6 +33,7 @@ const RERANK: Endpoint = Endpoint {
         Figure::number("/meta/tokens/output_tokens").tokens("output"),
     ],
     header_figures: &[],
+    stream: None,
 };
 
 impl Dialect for Cohere {

@@ -15,6 +15,7 @@ pub mod json;
 mod ollama;
 mod openai;
 mod passthrough;
+pub mod stream;
 mod tei;
 mod voyage;
 
@@ -26,6 +27,7 @@ use crate::config::DialectName;
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
 use json::{Json, Object};
+use stream::{EventCheck, Framing};
 
 /// The dialect table: one line per provider.
 pub fn dialect(name: DialectName) -> &'static dyn Dialect {
@@ -83,6 +85,61 @@ pub struct Endpoint {
     pub figures: &'static [Figure],
     /// The ancillary figures sent as response headers.
     pub header_figures: &'static [HeaderFigure],
+    /// How a streamed answer of this endpoint is judged, event by event.
+    pub stream: Option<StreamSpec>,
+}
+
+/// A streamed endpoint: its framing and a judge made from the request.
+pub struct StreamSpec {
+    pub framing: Framing,
+    pub start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
+}
+
+/// Prefixes the pointers of a judgement made on a sub-object of an event
+/// (Anthropic's `message_start.message`).
+pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
+    for pointer in &mut judgement.pointers {
+        pointer.insert_str(0, prefix);
+    }
+    judgement
+}
+
+/// A stream's framing and the judge of its events.
+pub type StreamJudge = (Framing, Box<dyn EventCheck>);
+
+/// The judge of a streamed response, when its endpoint has one and its
+/// request can be read; `Err` carries the reason it cannot.
+pub fn stream_check(
+    dialect: &dyn Dialect,
+    exchange: &Exchange<'_>,
+) -> Option<Result<StreamJudge, &'static str>> {
+    let spec = dialect.endpoint(exchange.path)?.stream.as_ref()?;
+    if exchange.method != Method::POST || !exchange.status.is_success() {
+        return None;
+    }
+    let media = exchange
+        .response_headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let framed = match spec.framing {
+        Framing::Sse => media.starts_with("text/event-stream"),
+        Framing::Ndjson => media.contains("ndjson") || media.contains("jsonl"),
+    };
+    if !framed {
+        return None;
+    }
+    let Some(request) = Json::parse(exchange.request_body)
+        .ok()
+        .and_then(|j| j.object())
+    else {
+        return Some(Err("request_not_json"));
+    };
+    Some(match (spec.start)(&request) {
+        Ok(check) => Ok((spec.framing, check)),
+        Err(Fault::Uninspectable(reason)) => Err(reason),
+        Err(Fault::Invalid(_)) => Err(crate::invariants::REQUEST_SHAPE),
+    })
 }
 
 /// A parsed response body, as checks see it.

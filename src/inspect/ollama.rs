@@ -2,9 +2,10 @@
 //! legacy `/api/embeddings`, and its OpenAI-compatible `/v1/chat/completions`
 //! and `/v1/embeddings` (checked as OpenAI's).
 
-use super::{Dialect, Endpoint, Response};
+use super::stream::{self, Event, EventCheck, Framing};
+use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
 use crate::config::DialectName;
-use crate::figures::Figure;
+use crate::figures::{self, Figure, Judgement};
 use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Expect, Fault, Form};
 
@@ -19,6 +20,7 @@ const EMBED: Endpoint = Endpoint {
         Figure::count("/load_duration"),
     ],
     header_figures: &[],
+    stream: None,
 };
 
 /// Generation figures sit on the final (`done: true`) object.
@@ -35,18 +37,90 @@ const CHAT: Endpoint = Endpoint {
     check: chat,
     figures: GENERATION_FIGURES,
     header_figures: &[],
+    stream: Some(StreamSpec {
+        framing: Framing::Ndjson,
+        start: |_| {
+            Ok(Box::new(Lines {
+                text: "message",
+                kind: Kind::Object,
+                done: false,
+            }))
+        },
+    }),
 };
 
 const GENERATE: Endpoint = Endpoint {
     check: generate,
     figures: GENERATION_FIGURES,
     header_figures: &[],
+    stream: Some(StreamSpec {
+        framing: Framing::Ndjson,
+        start: |_| {
+            Ok(Box::new(Lines {
+                text: "response",
+                kind: Kind::String,
+                done: false,
+            }))
+        },
+    }),
 };
+
+/// A streamed chat or generation (the default when `stream` is absent):
+/// one object per line, `done: false` until one final `done: true` line
+/// that carries the figures.
+struct Lines {
+    /// The member holding the text: `message` (an object) or `response`.
+    text: &'static str,
+    kind: Kind,
+    done: bool,
+}
+
+impl EventCheck for Lines {
+    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+        let Some(data) = event.data.as_deref() else {
+            return Ok(None);
+        };
+        if self.done {
+            return Err(invariants::violation(
+                "stream_after_done",
+                "the stream went on after its `done: true` line".into(),
+            ));
+        }
+        let line = super::openai::event_object(data)?;
+        if line.get("error").is_some() {
+            return Ok(None); // Ollama's own mid-stream error passes
+        }
+        let text = self.text;
+        invariants::member(&line, text, self.kind, "payload_missing", &|| text.into())?;
+        let done = invariants::member(&line, "done", Kind::Bool, "payload_missing", &|| {
+            "done".into()
+        })?;
+        self.done = done.boolean() == Some(true);
+        Ok(Some(figures::judge(data, &line, GENERATION_FIGURES)))
+    }
+
+    /// Ollama's clients read `error` as a string.
+    fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
+        let text = format!(
+            "{}: {}",
+            error["type"].as_str().unwrap_or("error"),
+            error["message"].as_str().unwrap_or("")
+        );
+        let line = serde_json::json!({
+            "error": text,
+            "type": error["type"],
+            "code": error["code"],
+            "request_id": error["request_id"],
+        });
+        stream::write_event(Framing::Ndjson, None, line.to_string().as_bytes(), None)
+    }
+}
 
 const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
     check: legacy_embeddings,
     figures: &[],
     header_figures: &[],
+    stream: None,
 };
 
 impl Dialect for Ollama {

@@ -2,10 +2,11 @@
 //! and TEI's `/v1`): `/v1/chat/completions`, `/v1/completions`,
 //! `/v1/embeddings`, and the Jina-style `/rerank` that vLLM and llama.cpp serve.
 
-use super::{Dialect, Endpoint, Response};
+use super::stream::{self, Event, EventCheck, Framing};
+use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
 use crate::config::DialectName;
-use crate::figures::Figure;
-use crate::inspect::json::{Kind, Object};
+use crate::figures::{self, Figure, Judgement};
+use crate::inspect::json::{Json, Kind, Object};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 
 pub(super) struct OpenAi;
@@ -21,6 +22,7 @@ pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     check: embeddings,
     figures: FIGURES,
     header_figures: &[],
+    stream: None,
 };
 
 /// Figures of `/v1/chat/completions` and `/v1/completions`.
@@ -37,18 +39,27 @@ pub(super) const CHAT: Endpoint = Endpoint {
     check: chat,
     figures: GENERATION_FIGURES,
     header_figures: &[],
+    stream: Some(StreamSpec {
+        framing: Framing::Sse,
+        start: |request| Ok(Box::new(Chunks::new(choices_of(request, false)?))),
+    }),
 };
 
 const COMPLETIONS: Endpoint = Endpoint {
     check: completions,
     figures: GENERATION_FIGURES,
     header_figures: &[],
+    stream: Some(StreamSpec {
+        framing: Framing::Sse,
+        start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?))),
+    }),
 };
 
 const RERANK: Endpoint = Endpoint {
     check: rerank,
     figures: FIGURES,
     header_figures: &[],
+    stream: None,
 };
 
 impl Dialect for OpenAi {
@@ -85,6 +96,104 @@ pub(super) fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Resul
     };
     invariants::openai_data(response.object()?, expect, Form::FloatOrBase64)?;
     Ok(())
+}
+
+/// How many choices a request asks for: `n` (default 1), per prompt for
+/// `/v1/completions`.
+fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
+    let n = invariants::optional_count(request, "n")?.unwrap_or(1);
+    if !per_prompt {
+        return Ok(n);
+    }
+    let prompts = match request.present("prompt") {
+        None => 1,
+        prompt => invariants::count_inputs(prompt)?,
+    };
+    Ok(n * prompts)
+}
+
+/// A streamed chat or completion: `data: {chunk}` events, then `data: [DONE]`.
+/// Each chunk is judged on its own with the same figure table (usage may
+/// ride on any chunk: the `include_usage` chunk, llama.cpp's and Gemini's
+/// last content chunk, vLLM's running usage on every chunk).
+struct Chunks {
+    choices: usize,
+    done: bool,
+}
+
+impl Chunks {
+    fn new(choices: usize) -> Self {
+        Self {
+            choices,
+            done: false,
+        }
+    }
+}
+
+impl EventCheck for Chunks {
+    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+        let Some(data) = event.data.as_deref() else {
+            return Ok(None); // a comment: `: ping`, `: OPENROUTER PROCESSING`
+        };
+        if self.done {
+            return Err(invariants::violation(
+                "stream_after_done",
+                "the stream went on after `data: [DONE]`".into(),
+            ));
+        }
+        if data.trim_ascii() == b"[DONE]" {
+            self.done = true;
+            return Ok(None);
+        }
+        let chunk = event_object(data)?;
+        if chunk.get("error").is_some() {
+            return Ok(None); // the provider's own mid-stream error passes
+        }
+        if let Some(choices) = chunk.present("choices") {
+            let choices = choices.objects().ok_or_else(|| {
+                invariants::violation(
+                    "payload_missing",
+                    "a chunk's `choices` is not an array".into(),
+                )
+            })?;
+            for (i, choice) in choices.iter().enumerate() {
+                let index = choice
+                    .as_ref()
+                    .and_then(|c| c.present("index"))
+                    .and_then(|x| x.count());
+                if !index.is_some_and(|x| x < self.choices as u64) {
+                    return Err(invariants::violation(
+                        "choice_index_invalid",
+                        format!(
+                            "a chunk's choices[{i}].index is not one of the {} choices asked for",
+                            self.choices
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Some(figures::judge(data, &chunk, GENERATION_FIGURES)))
+    }
+
+    fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
+        let data = serde_json::json!({ "error": error }).to_string();
+        stream::write_event(Framing::Sse, None, data.as_bytes(), None)
+    }
+}
+
+/// An event's data as a JSON object, or the violation it is.
+pub(super) fn event_object(data: &[u8]) -> Result<Object<'_>, Violation> {
+    match Json::parse_document(data) {
+        Ok((_, Some(object))) => Ok(object),
+        Ok((_, None)) => Err(invariants::violation(
+            "invalid_json",
+            "a stream event is JSON but not an object".into(),
+        )),
+        Err(err) => Err(invariants::violation(
+            "invalid_json",
+            format!("a stream event is not valid JSON ({err})"),
+        )),
+    }
 }
 
 /// `choices` holds `n` choices (default 1), each with a `message` object.

@@ -45,18 +45,21 @@ const EMBED: Endpoint = Endpoint {
     check: embed,
     figures: &[],
     header_figures: HEADERS,
+    stream: None,
 };
 
 const RERANK: Endpoint = Endpoint {
     check: rerank,
     figures: &[],
     header_figures: HEADERS,
+    stream: None,
 };
 
 const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     check: super::openai::embeddings,
     figures: super::openai::FIGURES,
     header_figures: HEADERS,
+    stream: None,
 };
 
 impl Dialect for Tei {

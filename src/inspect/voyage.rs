@@ -16,12 +16,14 @@ const EMBEDDINGS: Endpoint = Endpoint {
     check: embeddings,
     figures: FIGURES,
     header_figures: &[],
+    stream: None,
 };
 
 const RERANK: Endpoint = Endpoint {
     check: rerank,
     figures: FIGURES,
     header_figures: &[],
+    stream: None,
 };
 
 impl Dialect for Voyage {

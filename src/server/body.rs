@@ -10,19 +10,23 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use super::checked::CheckedStream;
 use crate::forward::{ForwardError, Relay};
 use crate::telemetry::{self, Ending, RequestRecord};
 
-/// What is sent: a body held whole, or a relayed stream.
+/// What is sent: a body held whole, a relayed stream, or a stream whose
+/// events are checked as they pass.
 pub enum Payload {
     Whole(Option<Bytes>),
     Stream(Relay),
+    Checked(Box<CheckedStream>),
 }
 
 pub struct ResponseBody {
     payload: Payload,
     record: Option<RequestRecord>,
     bytes: u64,
+    first_byte_seen: bool,
 }
 
 impl ResponseBody {
@@ -31,6 +35,7 @@ impl ResponseBody {
             payload,
             record: Some(record),
             bytes: 0,
+            first_byte_seen: false,
         }
     }
 
@@ -53,12 +58,20 @@ impl Body for ResponseBody {
         let polled = match &mut this.payload {
             Payload::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Payload::Stream(relay) => Pin::new(relay).poll_frame(cx),
+            Payload::Checked(checked) => Pin::new(&mut **checked).poll_frame(cx),
         };
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 this.bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if !std::mem::replace(&mut this.first_byte_seen, true) {
+                    if let (Some(record), false) =
+                        (&this.record, matches!(this.payload, Payload::Whole(_)))
+                    {
+                        telemetry::stream_first_byte(record);
+                    }
+                }
                 if this.payload_ended() {
-                    this.finish(Ending::Complete);
+                    this.finish(this.ending());
                 }
             }
             Poll::Ready(Some(Err(err))) => {
@@ -68,7 +81,7 @@ impl Body for ResponseBody {
                 }
                 this.finish(Ending::Cut(err.kind()));
             }
-            Poll::Ready(None) => this.finish(Ending::Complete),
+            Poll::Ready(None) => this.finish(this.ending()),
             Poll::Pending => {}
         }
         polled
@@ -84,15 +97,26 @@ impl Body for ResponseBody {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
             Payload::Stream(relay) => relay.size_hint(),
+            Payload::Checked(_) => SizeHint::default(),
         }
     }
 }
 
 impl ResponseBody {
+    /// How a body that reached its end ended: a checked stream may have
+    /// been cut short by a fault it turned into an error event.
+    fn ending(&self) -> Ending {
+        match &self.payload {
+            Payload::Checked(checked) => checked.cut().map_or(Ending::Complete, Ending::Cut),
+            _ => Ending::Complete,
+        }
+    }
+
     fn payload_ended(&self) -> bool {
         match &self.payload {
             Payload::Whole(bytes) => bytes.is_none(),
             Payload::Stream(relay) => relay.is_end_stream(),
+            Payload::Checked(checked) => checked.is_end_stream(),
         }
     }
 }

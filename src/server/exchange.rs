@@ -26,6 +26,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::body::{Payload, ResponseBody};
+use super::checked::{CheckedStream, StreamContext};
 use super::request_id::request_id;
 use super::Shared;
 use crate::capture::{Capture, Outcome};
@@ -105,11 +106,35 @@ async fn exchange(
         Fetched::Whole(upstream, bytes) => (upstream, bytes),
         Fetched::Stream(upstream, relay) => {
             record.upstream_status = Some(upstream.status);
-            return Ok(respond(
-                upstream,
-                &record.request_id,
-                Payload::Stream(relay),
-            ));
+            let exchange = Exchange {
+                method: &parts.method,
+                path: &endpoint,
+                request_headers: &parts.headers,
+                request_body: &body,
+                status: upstream.status,
+                response_headers: &upstream.headers,
+                response_body: &Bytes::new(),
+            };
+            let payload = match inspect::stream_check(route.dialect, &exchange) {
+                None => Payload::Stream(relay),
+                Some(Err(reason)) => {
+                    telemetry::uninspected(&route.name, &record.request_id, reason);
+                    Payload::Stream(relay)
+                }
+                Some(Ok((framing, check))) => {
+                    let context = StreamContext {
+                        route: route.name.clone(),
+                        request_id: record.request_id.clone(),
+                        endpoint,
+                        status: upstream.status,
+                        headers: upstream.headers.clone(),
+                        captures: shared.captures.clone(),
+                        retain_limit: shared.capture_retain_limit,
+                    };
+                    Payload::Checked(Box::new(CheckedStream::new(relay, framing, check, context)))
+                }
+            };
+            return Ok(respond(upstream, &record.request_id, payload));
         }
     };
     record.upstream_status = Some(upstream.status);

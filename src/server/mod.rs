@@ -7,6 +7,7 @@
 //! (streams included) finish within `drain_timeout_ms`.
 
 mod body;
+mod checked;
 mod exchange;
 mod request_id;
 
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     pub routes: RouteTable,
     pub max_request_bytes: u64,
     pub captures: Arc<CaptureStore>,
+    /// How much of a checked stream's verbatim bytes to hold for its capture.
+    pub capture_retain_limit: usize,
 }
 
 /// Failures before serving: nothing is half-started.
@@ -86,6 +89,11 @@ impl Probity {
                 routes,
                 max_request_bytes: server.max_request_bytes,
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
+                capture_retain_limit: if config.capture.enabled {
+                    usize::try_from(config.capture.max_bytes).unwrap_or(usize::MAX)
+                } else {
+                    0
+                },
             }),
             proxy,
             admin,
