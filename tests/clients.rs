@@ -118,3 +118,136 @@ async fn the_openai_sdk_accepts_a_normalized_embeddings_response() {
         Some("Bearer sk-app")
     );
 }
+
+/// The upstream of the generation SDK tests: realistic answers, streamed or
+/// not as asked, each with one malformed figure.
+async fn generation_upstream() -> Upstream {
+    Upstream::start(|request| {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let stream = |default| body["stream"].as_bool().unwrap_or(default);
+        let sse = |text: String| Reply::stream("text/event-stream", vec![part(Before::Now, text)]);
+        match request.target.as_str() {
+            "/openai/v1/chat/completions" if stream(false) => {
+                let text = String::from_utf8(fixture("openai_chat_stream.sse")).unwrap();
+                sse(text.replace(r#""prompt_tokens":9"#, r#""prompt_tokens":"9""#))
+            }
+            "/openai/v1/chat/completions" => Reply::json(
+                200,
+                r#"{"id": "chatcmpl-B9", "object": "chat.completion", "created": 1764410400, "model": "gpt-4o-mini-2024-07-18", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello!", "refusal": null}, "logprobs": null, "finish_reason": "stop"}], "usage": {"prompt_tokens": "9", "completion_tokens": 2, "total_tokens": 11}}"#,
+            ),
+            "/anthropic/v1/messages" if stream(false) => {
+                let text = String::from_utf8(fixture("anthropic_messages_stream.sse")).unwrap();
+                sse(text.replace(r#""input_tokens":25"#, r#""input_tokens":-25"#))
+            }
+            "/anthropic/v1/messages" => Reply::json(
+                200,
+                r#"{"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "Hello!"}], "stop_reason": "end_turn", "stop_sequence": null, "usage": {"input_tokens": "25", "output_tokens": 15}}"#,
+            ),
+            "/ollama/api/chat" if stream(true) => {
+                let text = String::from_utf8(fixture("ollama_chat_stream.ndjson")).unwrap();
+                Reply::stream("application/x-ndjson", vec![part(Before::Now, text.replace("\"eval_count\":4", "\"eval_count\":4.5"))])
+            }
+            "/ollama/api/chat" => Reply::json(
+                200,
+                r#"{"model": "llama3.2:3b", "created_at": "2026-11-29T10:00:00Z", "message": {"role": "assistant", "content": "The sky is blue."}, "done_reason": "stop", "done": true, "total_duration": 1523456789, "prompt_eval_count": 26, "eval_count": "4"}"#,
+            ),
+            other => Reply::json(404, format!(r#"{{"error": "no {other}"}}"#)),
+        }
+    })
+    .await
+}
+
+/// Runs `generation.py SDK` against probity; returns the two JSON lines.
+async fn run_sdk(sdk: &'static str, base: String) -> Vec<serde_json::Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/generation.py");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .args([script, sdk])
+            .env("PROBE_BASE_URL", base)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{sdk}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// openai, anthropic and ollama, each streamed and not: the app gets its
+/// text, `None` for the malformed figure, the sound ones as sent.
+#[tokio::test]
+async fn the_generation_sdks_accept_normalized_answers_streamed_or_not() {
+    let missing: Vec<&str> = ["openai", "anthropic", "ollama"]
+        .into_iter()
+        .filter(|m| !python_has(m))
+        .collect();
+    if !missing.is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{missing:?} must be installed in CI (.ci/run)"
+        );
+        eprintln!("python3 -m pip install {missing:?} to run this test: skipped");
+        return;
+    }
+    let upstream = generation_upstream().await;
+    let routes = [
+        route(
+            "openai",
+            "/openai",
+            &format!("{}/openai", upstream.url()),
+            "openai",
+            "",
+        ),
+        route(
+            "anthropic",
+            "/anthropic",
+            &format!("{}/anthropic", upstream.url()),
+            "anthropic",
+            "",
+        ),
+        route(
+            "ollama",
+            "/ollama",
+            &format!("{}/ollama", upstream.url()),
+            "ollama",
+            "",
+        ),
+    ]
+    .concat();
+    let probity = Probity::start(&config("", &routes));
+
+    let seen = run_sdk("openai", probity.url("/openai/v1")).await;
+    assert_eq!(
+        seen[0],
+        serde_json::json!({"text": "Hello!", "input": null, "output": 2})
+    );
+    assert_eq!(
+        seen[1],
+        serde_json::json!({"text": "Hello", "input": null, "output": 1})
+    );
+    let seen = run_sdk("anthropic", probity.url("/anthropic")).await;
+    assert_eq!(
+        seen[0],
+        serde_json::json!({"text": "Hello!", "input": null, "output": 15})
+    );
+    assert_eq!(seen[1]["text"], "Hello!");
+    assert_eq!(seen[1]["output"], 15);
+    assert!(seen[1]["input"].is_null(), "{}", seen[1]);
+    let seen = run_sdk("ollama", probity.url("/ollama")).await;
+    assert_eq!(
+        seen[0],
+        serde_json::json!({"text": "The sky is blue.", "input": 26, "output": null})
+    );
+    assert_eq!(
+        seen[1],
+        serde_json::json!({"text": "The sky is blue.", "input": 26, "output": null})
+    );
+}
