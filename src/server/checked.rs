@@ -10,9 +10,9 @@
 //! - A broken stream, or an upstream fault, ends the stream with an error
 //!   event in the stream's own format; the status line is long gone.
 //!
-//! The verbatim upstream bytes are retained (as reference-counted chunks,
-//! up to `capture.max_bytes`) so that a rewritten or cut stream can be
-//! captured whole.
+//! The verbatim upstream bytes are retained (copied, up to
+//! `capture.max_bytes`) so that a rewritten or cut stream can be captured
+//! whole.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -54,8 +54,9 @@ pub struct CheckedStream {
     /// No more upstream bytes will be read.
     finished: bool,
     concluded: bool,
-    verbatim: Vec<Bytes>,
-    retained: usize,
+    /// A copy, not references: a received chunk is a slice of hyper's read
+    /// buffer, and holding it would pin the whole buffer for the stream's life.
+    verbatim: BytesMut,
     upstream_bytes: usize,
     normalized: Vec<String>,
     /// The last well-formed value of each token kind (usage is cumulative
@@ -81,8 +82,7 @@ impl CheckedStream {
             out: VecDeque::new(),
             finished: false,
             concluded: false,
-            verbatim: Vec::new(),
-            retained: 0,
+            verbatim: BytesMut::new(),
             upstream_bytes: 0,
             normalized: Vec::new(),
             tokens: Vec::new(),
@@ -100,9 +100,8 @@ impl CheckedStream {
 
     fn retain(&mut self, chunk: &Bytes) {
         self.upstream_bytes += chunk.len();
-        if self.retained + chunk.len() <= self.context.retain_limit {
-            self.retained += chunk.len();
-            self.verbatim.push(chunk.clone());
+        if self.verbatim.len() + chunk.len() <= self.context.retain_limit {
+            self.verbatim.extend_from_slice(chunk);
         }
     }
 
@@ -229,10 +228,7 @@ impl CheckedStream {
             }
             None => return,
         };
-        let mut body = BytesMut::with_capacity(self.retained);
-        for chunk in self.verbatim.drain(..) {
-            body.extend_from_slice(&chunk);
-        }
+        let body = self.verbatim.split();
         self.context.captures.keep(Capture {
             request_id: self
                 .context
