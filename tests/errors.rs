@@ -270,6 +270,8 @@ async fn a_stream_silent_before_its_first_byte_is_a_timeout() {
 }
 
 #[tokio::test]
+/// An endpoint no dialect checks is relayed as it comes; a fault cuts it
+/// (checked streams end with an error event instead: tests/streams.rs).
 async fn a_stream_that_goes_silent_is_ended_counted_and_logged() {
     let upstream = Upstream::start(|_| {
         Reply::stream(
@@ -292,7 +294,7 @@ async fn a_stream_that_goes_silent_is_ended_counted_and_logged() {
         "",
         &route("openai", "/openai", &upstream.url(), "openai", FAST),
     ));
-    let request = Request::post(probity.url("/openai/v1/chat/completions"))
+    let request = Request::post(probity.url("/openai/v1/responses"))
         .body(Full::new(Bytes::from_static(b"{\"stream\":true}")))
         .unwrap();
     let response = within("head", client().request(request)).await.unwrap();
@@ -343,7 +345,7 @@ async fn a_stream_reset_midway_is_ended_not_left_hanging() {
             FAST,
         ),
     ));
-    let request = Request::post(probity.url("/ollama/api/chat"))
+    let request = Request::post(probity.url("/ollama/api/pull"))
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
     let response = within("head", client().request(request)).await.unwrap();

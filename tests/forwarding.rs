@@ -505,7 +505,7 @@ async fn http2_prior_knowledge_clients_are_served() {
 
 #[tokio::test]
 async fn each_request_logs_one_line_without_query_or_credentials() {
-    let upstream = Upstream::json(b"{\"done\":true}").await;
+    let upstream = Upstream::json(b"{\"response\":\"RESPSECRET\",\"done\":true}").await;
     let probity = Probity::start(&config(
         "",
         &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
@@ -524,7 +524,7 @@ async fn each_request_logs_one_line_without_query_or_credentials() {
     assert_eq!(line["path"], "/ollama/api/generate");
     assert_eq!(line["status"], 200);
     assert_eq!(line["upstream_status"], 200);
-    assert_eq!(line["bytes"], 13);
+    assert_eq!(line["bytes"], 37);
     assert!(line["duration_ms"].as_f64().unwrap() >= 0.0);
     let count = probity
         .logs()
@@ -533,7 +533,7 @@ async fn each_request_logs_one_line_without_query_or_credentials() {
         .count();
     assert_eq!(count, 1);
     let text = probity.log_text();
-    for secret in ["QUERYSECRET", "HEADERSECRET", "BODYSECRET", "done"] {
+    for secret in ["QUERYSECRET", "HEADERSECRET", "BODYSECRET", "RESPSECRET"] {
         assert!(!text.contains(secret), "{secret} reached the logs");
     }
 }

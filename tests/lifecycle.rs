@@ -322,7 +322,7 @@ async fn connections_over_the_limit_get_503_with_retry_after() {
 
 /// Starts a stream held open by a gate; returns the client's response body.
 async fn start_stream(probity: &Probity) -> hyper::body::Incoming {
-    let request = Request::post(probity.url("/ollama/api/chat"))
+    let request = Request::post(probity.url("/ollama/api/pull"))
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
     let response = within("stream head", client().request(request))
@@ -336,8 +336,8 @@ fn gated_upstream_reply(gate: Arc<Notify>) -> Reply {
     Reply::stream(
         "application/x-ndjson",
         vec![
-            part(Before::Now, b"{\"done\":false}\n".to_vec()),
-            part(Before::Gate(gate), b"{\"done\":true}\n".to_vec()),
+            part(Before::Now, b"{\"status\":\"pulling manifest\"}\n".to_vec()),
+            part(Before::Gate(gate), b"{\"status\":\"success\"}\n".to_vec()),
         ],
     )
 }
@@ -353,7 +353,10 @@ async fn sigterm_drains_requests_in_flight_then_exits_0() {
     ));
     let mut body = start_stream(&probity).await;
     let first = within("first line", body.frame()).await.unwrap().unwrap();
-    assert_eq!(first.into_data().unwrap(), "{\"done\":false}\n");
+    assert_eq!(
+        first.into_data().unwrap(),
+        "{\"status\":\"pulling manifest\"}\n"
+    );
 
     probity.signal("TERM");
     within("readyz 503", async {
@@ -373,7 +376,7 @@ async fn sigterm_drains_requests_in_flight_then_exits_0() {
         .await
         .unwrap()
         .to_bytes();
-    assert_eq!(rest, "{\"done\":true}\n");
+    assert_eq!(rest, "{\"status\":\"success\"}\n");
     assert_eq!(probity.exit_code().await, Some(0));
 }
 

@@ -5,21 +5,30 @@
 use super::{Dialect, Endpoint, Response};
 use crate::config::DialectName;
 use crate::figures::Figure;
-use crate::inspect::json::{Kind, Object};
+use crate::inspect::json::Object;
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
 
 pub(super) struct Cohere;
 
+const EMBED_FIGURES: &[Figure] = &[
+    Figure::id("/id"),
+    Figure::number("/meta/billed_units/input_tokens").tokens("billed_input"),
+    Figure::number("/meta/billed_units/images"),
+    Figure::number("/meta/billed_units/image_tokens").tokens("billed_image"),
+    Figure::number("/meta/tokens/input_tokens").tokens("input"),
+    Figure::number("/meta/tokens/output_tokens").tokens("output"),
+];
+
+const EMBED_V1: Endpoint = Endpoint {
+    check: |request, response| embed(request, response, true),
+    figures: EMBED_FIGURES,
+    header_figures: &[],
+    stream: None,
+};
+
 const EMBED: Endpoint = Endpoint {
-    check: embed,
-    figures: &[
-        Figure::id("/id"),
-        Figure::number("/meta/billed_units/input_tokens").tokens("billed_input"),
-        Figure::number("/meta/billed_units/images"),
-        Figure::number("/meta/billed_units/image_tokens").tokens("billed_image"),
-        Figure::number("/meta/tokens/input_tokens").tokens("input"),
-        Figure::number("/meta/tokens/output_tokens").tokens("output"),
-    ],
+    check: |request, response| embed(request, response, false),
+    figures: EMBED_FIGURES,
     header_figures: &[],
     stream: None,
 };
@@ -46,7 +55,9 @@ impl Dialect for Cohere {
     }
 
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/embed") {
+        if path.ends_with("/v1/embed") {
+            Some(&EMBED_V1)
+        } else if path.ends_with("/embed") {
             Some(&EMBED)
         } else if path.ends_with("/rerank") {
             Some(&RERANK)
@@ -57,8 +68,9 @@ impl Dialect for Cohere {
 }
 
 /// One vector per text (or image, or v2 input) for each requested embedding
-/// type. v1 without `embedding_types` answers a plain `float[][]`.
-fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+/// type. v1 without `embedding_types` answers a plain `float[][]`
+/// (`embeddings_floats`); otherwise `embeddings` is keyed by type.
+fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> Result<(), Fault> {
     let count = ["texts", "images", "inputs"]
         .iter()
         .find_map(|key| {
@@ -69,6 +81,7 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
         })
         .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?;
     let dimension = invariants::optional_count(request, "output_dimension")?;
+    let plain = v1 && request.present("embedding_types").is_none();
     let types: Vec<String> = match request.present("embedding_types") {
         None => vec!["float".into()],
         Some(list) => list
@@ -80,7 +93,6 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
             .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?,
     };
     let embeddings = response.object()?.present("embeddings");
-    let plain = types == ["float"] && embeddings.is_some_and(|e| e.kind() == Kind::Array);
     if plain {
         let expect = Expect { count, dimension };
         invariants::vector_list("embeddings", embeddings, expect, Form::Float)?;

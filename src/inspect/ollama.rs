@@ -189,9 +189,16 @@ fn generate(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault>
 
 /// One prompt, one non-empty `embedding`.
 fn legacy_embeddings(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let vector = response.object()?.present("embedding").ok_or_else(|| {
-        invariants::violation("payload_missing", "the response has no `embedding`".into())
-    })?;
+    let vector = response
+        .object()?
+        .present("embedding")
+        .filter(|v| v.kind() == Kind::Array)
+        .ok_or_else(|| {
+            invariants::violation(
+                "payload_missing",
+                "the response has no `embedding` array".into(),
+            )
+        })?;
     let dim = invariants::dimension(vector, Form::Float, &|| "embedding".into())?;
     if dim == 0 {
         return Err(invariants::violation(
