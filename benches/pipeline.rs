@@ -10,8 +10,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::{HeaderMap, Method, StatusCode};
 use probity::config::DialectName;
 use probity::config::{load, DEFAULT_TOML};
+use probity::contract::SchemaCache;
 use probity::forward::remove_hop_by_hop;
-use probity::inspect::{self, Exchange, Verdict};
+use probity::inspect::{self, Contracts, Exchange, Verdict};
 use probity::route::RouteTable;
 use std::hint::black_box;
 
@@ -94,6 +95,11 @@ fn embeddings_inspection(c: &mut Criterion) {
     let method = Method::POST;
     let headers = HeaderMap::new();
     let dialect = inspect::dialect(DialectName::Openai);
+    let cache = SchemaCache::new(16);
+    let contracts = Contracts {
+        config: None,
+        cache: &cache,
+    };
     let exchange = Exchange {
         method: &method,
         path: "/v1/embeddings",
@@ -104,13 +110,13 @@ fn embeddings_inspection(c: &mut Criterion) {
         response_body: &body,
     };
     assert!(matches!(
-        inspect::inspect(dialect, &exchange),
-        Verdict::Pass(_)
+        inspect::inspect(dialect, &exchange, &contracts),
+        Verdict::Checked(_)
     ));
     let mut group = c.benchmark_group("inspect");
     group.throughput(Throughput::Bytes(body.len() as u64));
     group.bench_function("openai embeddings 16 x 1536 floats", |b| {
-        b.iter(|| inspect::inspect(dialect, black_box(&exchange)))
+        b.iter(|| inspect::inspect(dialect, black_box(&exchange), &contracts))
     });
     group.finish();
 }

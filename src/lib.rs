@@ -12,6 +12,7 @@ pub mod admin;
 pub mod capture;
 pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod error;
 pub mod figures;
 pub mod forward;

@@ -24,6 +24,7 @@ pub const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
 pub const TOKENS_TOTAL: &str = "probity_tokens_total";
 pub const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 pub const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
+pub const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -81,6 +82,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         TIME_TO_FIRST_BYTE_SECONDS,
         Unit::Seconds,
         "For streams: time from the request's arrival to the first byte sent."
+    );
+    describe_counter!(
+        MODEL_INVALID_OUTPUT_TOTAL,
+        "Model answers that broke their output contract, by task and reason (one per reason)."
     );
     describe_counter!(
         UNINSPECTED_TOTAL,
@@ -232,4 +237,18 @@ pub fn stream_first_byte(record: &RequestRecord) {
         .to_string();
     histogram!(TIME_TO_FIRST_BYTE_SECONDS, "route" => route)
         .record(record.started.elapsed().as_secs_f64());
+}
+
+/// A model's answer broke its output contract: one count per reason.
+pub fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static str]) {
+    for reason in reasons {
+        counter!(MODEL_INVALID_OUTPUT_TOTAL, "task" => task.to_string(), "reason" => *reason)
+            .increment(1);
+    }
+    tracing::info!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        task,
+        reasons = %reasons.join(","),
+        "model output invalid"
+    );
 }

@@ -125,10 +125,15 @@ fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
         .list()
         .iter()
         .map(|c| {
-            let (outcome, pointers, invariant) = match &c.outcome {
-                Outcome::Normalized(pointers) => ("normalized", pointers.clone(), None),
-                Outcome::Rejected(invariant) => ("rejected", Vec::new(), Some(*invariant)),
-                Outcome::Cut(kind) => ("cut", Vec::new(), Some(*kind)),
+            let (outcome, pointers, invariant, reasons) = match &c.outcome {
+                Outcome::Normalized(pointers) => ("normalized", pointers.clone(), None, Vec::new()),
+                Outcome::Rejected(invariant) => {
+                    ("rejected", Vec::new(), Some(*invariant), Vec::new())
+                }
+                Outcome::Cut(kind) => ("cut", Vec::new(), Some(*kind), Vec::new()),
+                Outcome::OutputInvalid(reasons) => {
+                    ("output_invalid", Vec::new(), None, reasons.clone())
+                }
             };
             serde_json::json!({
                 "request_id": c.request_id,
@@ -138,6 +143,7 @@ fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
                 "outcome": outcome,
                 "pointers": pointers,
                 "invariant": invariant,
+                "reasons": reasons,
                 "upstream_status": c.status.as_u16(),
                 "body_bytes": c.body_bytes,
                 "body_captured": c.body.is_some(),

@@ -24,6 +24,8 @@ pub enum Outcome {
     Rejected(&'static str),
     /// A stream ended by an upstream fault (its `kind`).
     Cut(&'static str),
+    /// The model's answer broke its output contract, for these reasons.
+    OutputInvalid(Vec<&'static str>),
 }
 
 /// One captured exchange.

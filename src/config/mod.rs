@@ -94,6 +94,74 @@ pub struct RouteConfig {
     /// Longest silence inside a streaming response.
     pub idle_timeout_ms: u64,
     pub max_response_bytes: u64,
+    /// `[routes.contract]`: what a usable answer is, beyond a schema.
+    pub contract: Option<ContractConfig>,
+}
+
+/// The degraded answer when a route configures none.
+pub const DEFAULT_DEGRADED: &str =
+    r#"{"answer": "", "sufficient": false, "citations": [], "uncertainty": ["{reason}"]}"#;
+
+/// `[routes.contract]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContractConfig {
+    /// The `task` label on `probity_model_invalid_output_total`.
+    pub task: String,
+    pub on_invalid: OnInvalid,
+    /// JSON pointers of the answer's free-text fields.
+    pub prose: Vec<String>,
+    /// Prose shorter than this (trimmed, in characters) carries no meaning.
+    pub min_chars: usize,
+    pub max_chars: usize,
+    /// Added to the built-in placeholders.
+    pub placeholders: Vec<String>,
+    /// The answer that replaces an invalid one with `on_invalid = "degrade"`;
+    /// `{reason}` becomes the reason sentence.
+    pub degraded: String,
+    pub citations: Option<CitationsConfig>,
+}
+
+impl Default for ContractConfig {
+    fn default() -> Self {
+        Self {
+            task: "answer".into(),
+            on_invalid: OnInvalid::Annotate,
+            prose: Vec::new(),
+            min_chars: 1,
+            max_chars: 100_000,
+            placeholders: Vec::new(),
+            degraded: DEFAULT_DEGRADED.into(),
+            citations: None,
+        }
+    }
+}
+
+/// What happens to an invalid answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalid {
+    /// The body is unchanged; the headers say it is invalid.
+    #[default]
+    Annotate,
+    /// The answer is replaced by the degraded one.
+    Degrade,
+}
+
+/// `[routes.contract.citations]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CitationsConfig {
+    /// The array of cited source ids in the answer.
+    pub output: String,
+    /// The array of `{id, text}` sources in the request's prompt document.
+    pub sources: String,
+    /// An answer that cites nothing is invalid.
+    #[serde(default)]
+    pub required: bool,
+    /// The array of strings the answer claims to quote.
+    #[serde(default)]
+    pub quotes: Option<String>,
 }
 
 impl Default for RouteConfig {
@@ -108,6 +176,7 @@ impl Default for RouteConfig {
             timeout_ms: 30_000,
             idle_timeout_ms: 30_000,
             max_response_bytes: 64 * 1024 * 1024,
+            contract: None,
         }
     }
 }

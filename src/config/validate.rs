@@ -174,6 +174,55 @@ impl RouteConfig {
             }
         }
 
+        if let Some(contract) = &self.contract {
+            let mut problem = |key: &str, message: String| {
+                problem(&format!("contract.{key}"), message);
+            };
+            let label = !contract.task.is_empty()
+                && contract.task.len() <= 64
+                && contract
+                    .task
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            if !label {
+                problem(
+                    "task",
+                    "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.' (a metric label)"
+                        .into(),
+                );
+            }
+            let pointers = contract
+                .prose
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (format!("prose[{i}]"), p));
+            let citations = contract.citations.iter().flat_map(|c| {
+                [
+                    ("citations.output".to_string(), &c.output),
+                    ("citations.sources".to_string(), &c.sources),
+                ]
+                .into_iter()
+                .chain(c.quotes.iter().map(|q| ("citations.quotes".to_string(), q)))
+            });
+            for (key, pointer) in pointers.chain(citations) {
+                if !pointer.starts_with('/') {
+                    problem(
+                        &key,
+                        format!("\"{pointer}\" is not a JSON pointer (it starts with '/')"),
+                    );
+                }
+            }
+            if contract.min_chars > contract.max_chars {
+                problem("min_chars", "must not exceed max_chars".into());
+            }
+            let filled = contract.degraded.replace("{reason}", "reason");
+            if serde_json::from_str::<serde_json::Value>(&filled).is_err() {
+                problem(
+                    "degraded",
+                    "must be JSON (with {reason} inside a string)".into(),
+                );
+            }
+        }
         for (key, value) in [
             ("connect_timeout_ms", self.connect_timeout_ms),
             ("timeout_ms", self.timeout_ms),

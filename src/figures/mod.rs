@@ -347,12 +347,22 @@ fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
 
 /// Replaces each range of `body` with `null`; the rest is copied as is.
 pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
-    let removed: usize = nulls.iter().map(|r| r.len()).sum();
-    let mut out = BytesMut::with_capacity(body.len() + 4 * nulls.len() - removed.min(body.len()));
+    let mut replacements: Vec<(Range<usize>, &[u8])> =
+        nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect();
+    replace(body, &mut replacements)
+}
+
+/// Replaces each range of `body` with its bytes; ranges must not overlap.
+pub fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes {
+    replacements.sort_by_key(|(r, _)| r.start);
+    let size = replacements
+        .iter()
+        .fold(body.len(), |n, (r, b)| n - r.len() + b.len());
+    let mut out = BytesMut::with_capacity(size);
     let mut at = 0;
-    for range in nulls {
+    for (range, bytes) in replacements.iter() {
         out.extend_from_slice(&body[at..range.start]);
-        out.extend_from_slice(b"null");
+        out.extend_from_slice(bytes);
         at = range.end;
     }
     out.extend_from_slice(&body[at..]);

@@ -6,6 +6,7 @@ use http::header::{HeaderName, HeaderValue, InvalidHeaderValue};
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
 use crate::config::DialectName;
+use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Fault};
@@ -38,9 +39,73 @@ const MESSAGES: Endpoint = Endpoint {
     header_figures: &[],
     stream: Some(StreamSpec {
         framing: Framing::Sse,
-        start: |_| Ok(Box::new(Events { blocks: Vec::new() })),
+        start: |_| {
+            Ok(Box::new(Events {
+                blocks: Vec::new(),
+                text: StreamedAnswer::default(),
+                tool: StreamedAnswer::default(),
+            }))
+        },
     }),
+    output: Some(OUTPUT),
 };
+
+/// A forced tool's `input` is the answer; without one, the text.
+const OUTPUT: OutputSpec = OutputSpec {
+    task: "anthropic_messages",
+    requested: forced_tool_schema,
+    prompt: super::openai::last_user_message,
+    answers: message_answer,
+};
+
+/// `tool_choice: {"type": "tool", "name": X}` forces tool X: its
+/// `input_schema` is the contract.
+fn forced_tool_schema(request: &Object<'_>) -> Requested {
+    let forced = request
+        .present("tool_choice")
+        .and_then(|c| c.object())
+        .filter(|c| c.get("type").and_then(|t| t.string()).as_deref() == Some("tool"))
+        .and_then(|c| {
+            c.get("name")
+                .and_then(|n| n.string())
+                .map(|n| n.into_owned())
+        });
+    let Some(name) = forced else {
+        return Requested::Nothing;
+    };
+    let tools = request
+        .present("tools")
+        .and_then(|t| t.objects())
+        .unwrap_or_default();
+    tools
+        .iter()
+        .flatten()
+        .find(|t| t.get("name").and_then(|n| n.string()).as_deref() == Some(name.as_str()))
+        .and_then(|t| t.present("input_schema"))
+        .and_then(|schema| serde_json::from_str(schema.text()).ok())
+        .map_or(Requested::Json, Requested::Schema)
+}
+
+fn message_answer<'a>(response: &Object<'a>) -> Vec<Answer<'a>> {
+    let blocks = response
+        .present("content")
+        .and_then(|c| c.objects())
+        .unwrap_or_default();
+    let of_type = |kind: &str| {
+        blocks
+            .iter()
+            .flatten()
+            .find(|b| b.get("type").and_then(|t| t.string()).as_deref() == Some(kind))
+            .map(|b| b.get(if kind == "tool_use" { "input" } else { "text" }))
+    };
+    let content = of_type("tool_use").or_else(|| of_type("text")).flatten();
+    let stop = response.get("stop_reason").and_then(|s| s.string());
+    vec![Answer {
+        content,
+        truncated: stop.as_deref() == Some("max_tokens"),
+        refusal: stop.as_deref() == Some("refusal"),
+    }]
+}
 
 /// A streamed message: named events. Figures sit in
 /// `message_start.message.usage` and `message_delta.usage`; a content block
@@ -48,6 +113,9 @@ const MESSAGES: Endpoint = Endpoint {
 /// pass as they came.
 struct Events {
     blocks: Vec<u64>,
+    /// Text deltas and, separately, a tool's `input_json_delta`s.
+    text: StreamedAnswer,
+    tool: StreamedAnswer,
 }
 
 impl EventCheck for Events {
@@ -81,7 +149,19 @@ impl EventCheck for Events {
                 let judgement = figures::judge(data, &message, FIGURES);
                 Ok(Some(super::prefixed(judgement, "/message")))
             }
-            "message_delta" => Ok(Some(figures::judge(data, &body, DELTA_FIGURES))),
+            "message_delta" => {
+                let stop = body
+                    .present("delta")
+                    .and_then(|d| d.object())
+                    .and_then(|d| {
+                        d.get("stop_reason")
+                            .and_then(|s| s.string())
+                            .map(|s| s.into_owned())
+                    });
+                self.text.truncated |= stop.as_deref() == Some("max_tokens");
+                self.text.refusal |= stop.as_deref() == Some("refusal");
+                Ok(Some(figures::judge(data, &body, DELTA_FIGURES)))
+            }
             "content_block_start" => {
                 self.blocks.push(block_index(&body, name)?);
                 Ok(None)
@@ -89,6 +169,14 @@ impl EventCheck for Events {
             _ => {
                 let index = block_index(&body, name)?;
                 if self.blocks.contains(&index) {
+                    if let Some(delta) = body.present("delta").and_then(|d| d.object()) {
+                        if let Some(text) = delta.present("text").and_then(|t| t.string()) {
+                            self.text.push(&text);
+                        }
+                        if let Some(json) = delta.present("partial_json").and_then(|t| t.string()) {
+                            self.tool.push(&json);
+                        }
+                    }
                     Ok(None)
                 } else {
                     Err(invariants::violation(
@@ -103,6 +191,20 @@ impl EventCheck for Events {
     fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
         let data = serde_json::json!({ "type": "error", "error": error }).to_string();
         stream::write_event(Framing::Sse, Some("error"), data.as_bytes(), None)
+    }
+
+    /// A tool's input when one was streamed, else the text; the stop reason
+    /// rides on the text answer.
+    fn ends(&self, event: &Event<'_>) -> bool {
+        event.name == Some("message_stop")
+    }
+
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        Some(if self.tool.text.is_empty() {
+            &self.text
+        } else {
+            &self.tool
+        })
     }
 }
 

@@ -24,6 +24,7 @@ const EMBED_V1: Endpoint = Endpoint {
     figures: EMBED_FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 const EMBED: Endpoint = Endpoint {
@@ -31,6 +32,7 @@ const EMBED: Endpoint = Endpoint {
     figures: EMBED_FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -43,6 +45,7 @@ const RERANK: Endpoint = Endpoint {
     ],
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 impl Dialect for Cohere {

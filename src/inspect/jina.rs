@@ -19,6 +19,7 @@ const EMBEDDINGS: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -26,6 +27,7 @@ const RERANK: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 impl Dialect for Jina {

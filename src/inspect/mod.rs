@@ -19,11 +19,15 @@ pub mod stream;
 mod tei;
 mod voyage;
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, StatusCode};
 
-use crate::config::DialectName;
+use crate::config::{ContractConfig, DialectName};
+use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
 use json::{Json, Object};
@@ -87,6 +91,8 @@ pub struct Endpoint {
     pub header_figures: &'static [HeaderFigure],
     /// How a streamed answer of this endpoint is judged, event by event.
     pub stream: Option<StreamSpec>,
+    /// Where the model's answers are, for output contracts.
+    pub output: Option<OutputSpec>,
 }
 
 /// A streamed endpoint: its framing and a judge made from the request.
@@ -104,16 +110,23 @@ pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
     judgement
 }
 
-/// A stream's framing and the judge of its events.
-pub type StreamJudge = (Framing, Box<dyn EventCheck>);
+/// A stream's framing, the judge of its events, and the output contract
+/// whose verdict is given at its end.
+pub struct StreamJudge {
+    pub framing: Framing,
+    pub check: Box<dyn EventCheck>,
+    pub contract: Option<Contract>,
+}
 
 /// The judge of a streamed response, when its endpoint has one and its
 /// request can be read; `Err` carries the reason it cannot.
 pub fn stream_check(
     dialect: &dyn Dialect,
     exchange: &Exchange<'_>,
+    contracts: &Contracts<'_>,
 ) -> Option<Result<StreamJudge, &'static str>> {
-    let spec = dialect.endpoint(exchange.path)?.stream.as_ref()?;
+    let endpoint = dialect.endpoint(exchange.path)?;
+    let spec = endpoint.stream.as_ref()?;
     if exchange.method != Method::POST || !exchange.status.is_success() {
         return None;
     }
@@ -135,8 +148,21 @@ pub fn stream_check(
     else {
         return Some(Err("request_not_json"));
     };
+    let contract = endpoint.output.as_ref().and_then(|output| {
+        Contract::resolve(
+            (output.requested)(&request),
+            contracts.config,
+            output.task,
+            (output.prompt)(&request),
+            contracts.cache,
+        )
+    });
     Some(match (spec.start)(&request) {
-        Ok(check) => Ok((spec.framing, check)),
+        Ok(check) => Ok(StreamJudge {
+            framing: spec.framing,
+            check,
+            contract,
+        }),
         Err(Fault::Uninspectable(reason)) => Err(reason),
         Err(Fault::Invalid(_)) => Err(crate::invariants::REQUEST_SHAPE),
     })
@@ -174,6 +200,12 @@ pub struct Exchange<'a> {
     pub response_body: &'a Bytes,
 }
 
+/// The route's part in output contracts, handed to inspection.
+pub struct Contracts<'a> {
+    pub config: Option<&'a Arc<ContractConfig>>,
+    pub cache: &'a SchemaCache,
+}
+
 /// What inspection decided about a response.
 #[derive(Debug)]
 pub enum Verdict {
@@ -182,20 +214,38 @@ pub enum Verdict {
     Unchecked,
     /// The request could not be read, so the response passes unchecked.
     Uninspected(&'static str),
-    /// Checked and sound: the upstream bytes go to the client as they came.
-    Pass(Judgement),
-    /// Sound payload, malformed figures: the client gets `body` (or the
-    /// original bytes, when only headers changed) without them.
-    Normalize {
-        body: Option<Bytes>,
-        judgement: Judgement,
-    },
+    /// The payload is sound; what was found about its figures and answers.
+    Checked(Checked),
     /// The payload is corrupt: the client gets a `provider_invalid_response` error.
     Reject(Violation),
 }
 
+/// A sound payload, and what else inspection found.
+#[derive(Debug)]
+pub struct Checked {
+    /// The body to send instead of the upstream's: malformed figures
+    /// nulled, an invalid answer degraded. `None`: the bytes as they came.
+    pub body: Option<Bytes>,
+    pub judgement: Judgement,
+    /// The output contract's verdict, when one applies.
+    pub output: Option<Output>,
+}
+
+/// An output contract's verdict on a response.
+#[derive(Debug)]
+pub struct Output {
+    pub task: Cow<'static, str>,
+    pub verdict: OutputVerdict,
+    /// The answers were replaced by the degraded answer.
+    pub degraded: bool,
+}
+
 /// Judges a complete response with the route's dialect.
-pub fn inspect(dialect: &dyn Dialect, exchange: &Exchange<'_>) -> Verdict {
+pub fn inspect(
+    dialect: &dyn Dialect,
+    exchange: &Exchange<'_>,
+    contracts: &Contracts<'_>,
+) -> Verdict {
     let Some(endpoint) = dialect.endpoint(exchange.path) else {
         return Verdict::Unchecked;
     };
@@ -233,12 +283,68 @@ pub fn inspect(dialect: &dyn Dialect, exchange: &Exchange<'_>) -> Verdict {
         endpoint.header_figures,
         &mut judgement,
     );
-    if judgement.is_clean() {
-        Verdict::Pass(judgement)
-    } else {
-        let body = (!judgement.nulls.is_empty()).then(|| figures::splice(body, &judgement.nulls));
-        Verdict::Normalize { body, judgement }
-    }
+
+    // Figures and a degraded answer are spliced in one pass.
+    let mut replacements: Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)> = judgement
+        .nulls
+        .iter()
+        .map(|range| (range.clone(), Cow::Borrowed(&b"null"[..])))
+        .collect();
+    let output = match (&endpoint.output, &response.object) {
+        (Some(spec), Some(object)) => {
+            contract(spec, &request, object, contracts).map(|(contract, answers)| {
+                let verdict = contract.judge(&answers);
+                let degraded = !verdict.valid() && contract.degrades();
+                if degraded {
+                    let degraded_answer = contract.degraded(&verdict);
+                    for answer in answers.iter().filter_map(|a| a.content) {
+                        let bytes = match answer.kind() {
+                            json::Kind::String => {
+                                serde_json::to_string(&degraded_answer).unwrap_or_default()
+                            }
+                            _ => degraded_answer.clone(),
+                        };
+                        replacements.push((answer.span(body), Cow::Owned(bytes.into_bytes())));
+                    }
+                }
+                Output {
+                    task: contract.task,
+                    verdict,
+                    degraded,
+                }
+            })
+        }
+        _ => None,
+    };
+    let body = (!replacements.is_empty()).then(|| {
+        let mut borrowed: Vec<(std::ops::Range<usize>, &[u8])> = replacements
+            .iter()
+            .map(|(r, b)| (r.clone(), b.as_ref()))
+            .collect();
+        figures::replace(body, &mut borrowed)
+    });
+    Verdict::Checked(Checked {
+        body,
+        judgement,
+        output,
+    })
+}
+
+/// The contract in force for a request, and the answers of its response.
+fn contract<'a>(
+    spec: &OutputSpec,
+    request: &Object<'_>,
+    response: &Object<'a>,
+    contracts: &Contracts<'_>,
+) -> Option<(Contract, Vec<contract::Answer<'a>>)> {
+    let contract = Contract::resolve(
+        (spec.requested)(request),
+        contracts.config,
+        spec.task,
+        (spec.prompt)(request),
+        contracts.cache,
+    )?;
+    Some((contract, (spec.answers)(response)))
 }
 
 /// A broken payload invariant, e.g. `embedding_count_mismatch`.

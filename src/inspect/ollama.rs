@@ -5,6 +5,7 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
 use crate::config::DialectName;
+use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Expect, Fault, Form};
@@ -21,6 +22,7 @@ const EMBED: Endpoint = Endpoint {
     ],
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 /// Generation figures sit on the final (`done: true`) object.
@@ -44,9 +46,11 @@ const CHAT: Endpoint = Endpoint {
                 text: "message",
                 kind: Kind::Object,
                 done: false,
+                answer: StreamedAnswer::default(),
             }))
         },
     }),
+    output: Some(CHAT_OUTPUT),
 };
 
 const GENERATE: Endpoint = Endpoint {
@@ -60,10 +64,59 @@ const GENERATE: Endpoint = Endpoint {
                 text: "response",
                 kind: Kind::String,
                 done: false,
+                answer: StreamedAnswer::default(),
             }))
         },
     }),
+    output: Some(GENERATE_OUTPUT),
 };
+
+const CHAT_OUTPUT: OutputSpec = OutputSpec {
+    task: "ollama_chat",
+    requested: requested_format,
+    prompt: super::openai::last_user_message,
+    answers: |response| answer(response, "message"),
+};
+
+const GENERATE_OUTPUT: OutputSpec = OutputSpec {
+    task: "ollama_generate",
+    requested: requested_format,
+    prompt: |request| {
+        request
+            .present("prompt")
+            .and_then(|p| p.string())
+            .map(|p| p.into_owned())
+    },
+    answers: |response| answer(response, "response"),
+};
+
+/// `format`: `"json"`, or a JSON Schema object.
+fn requested_format(request: &Object<'_>) -> Requested {
+    match request.present("format") {
+        Some(format) if format.kind() == Kind::Object => {
+            serde_json::from_str(format.text()).map_or(Requested::Json, Requested::Schema)
+        }
+        Some(format) if format.string().as_deref() == Some("json") => Requested::Json,
+        _ => Requested::Nothing,
+    }
+}
+
+/// The one answer: `message.content` (chat) or `response` (generate).
+fn answer<'a>(response: &Object<'a>, member: &str) -> Vec<Answer<'a>> {
+    let content = match member {
+        "message" => response
+            .present("message")
+            .and_then(|m| m.object())
+            .and_then(|m| m.present("content")),
+        _ => response.present(member),
+    };
+    let done_reason = response.get("done_reason").and_then(|d| d.string());
+    vec![Answer {
+        content,
+        truncated: done_reason.as_deref() == Some("length"),
+        refusal: false,
+    }]
+}
 
 /// A streamed chat or generation (the default when `stream` is absent):
 /// one object per line, `done: false` until one final `done: true` line
@@ -73,6 +126,7 @@ struct Lines {
     text: &'static str,
     kind: Kind,
     done: bool,
+    answer: StreamedAnswer,
 }
 
 impl EventCheck for Lines {
@@ -96,6 +150,17 @@ impl EventCheck for Lines {
             "done".into()
         })?;
         self.done = done.boolean() == Some(true);
+        if let Some(Answer {
+            content: Some(text),
+            truncated,
+            ..
+        }) = answer(&line, self.text).pop()
+        {
+            if let Some(text) = text.string() {
+                self.answer.push(&text);
+            }
+            self.answer.truncated |= truncated;
+        }
         Ok(Some(figures::judge(data, &line, GENERATION_FIGURES)))
     }
 
@@ -114,6 +179,10 @@ impl EventCheck for Lines {
         });
         stream::write_event(Framing::Ndjson, None, line.to_string().as_bytes(), None)
     }
+
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        Some(&self.answer)
+    }
 }
 
 const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
@@ -121,6 +190,7 @@ const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
     figures: &[],
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 impl Dialect for Ollama {

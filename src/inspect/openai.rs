@@ -5,6 +5,7 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
 use crate::config::DialectName;
+use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::inspect::json::{Json, Kind, Object};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
@@ -23,6 +24,7 @@ pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 /// Figures of `/v1/chat/completions` and `/v1/completions`.
@@ -43,6 +45,16 @@ pub(super) const CHAT: Endpoint = Endpoint {
         framing: Framing::Sse,
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, false)?))),
     }),
+    output: Some(OUTPUT),
+};
+
+/// Chat answers: each choice's `message.content`; the contract from
+/// `response_format`, the prompt from the last user message.
+const OUTPUT: OutputSpec = OutputSpec {
+    task: "chat_completions",
+    requested: requested_format,
+    prompt: last_user_message,
+    answers: choice_answers,
 };
 
 const COMPLETIONS: Endpoint = Endpoint {
@@ -53,6 +65,7 @@ const COMPLETIONS: Endpoint = Endpoint {
         framing: Framing::Sse,
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?))),
     }),
+    output: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -60,6 +73,7 @@ const RERANK: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 impl Dialect for OpenAi {
@@ -98,6 +112,70 @@ pub(super) fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Resul
     Ok(())
 }
 
+/// `response_format`: `json_schema` (its `schema`) or `json_object`.
+fn requested_format(request: &Object<'_>) -> Requested {
+    let Some(format) = request.present("response_format").and_then(|f| f.object()) else {
+        return Requested::Nothing;
+    };
+    match format.get("type").and_then(|t| t.string()).as_deref() {
+        Some("json_object") => Requested::Json,
+        Some("json_schema") => format
+            .present("json_schema")
+            .and_then(|j| j.object())
+            .and_then(|j| j.present("schema"))
+            .and_then(|schema| serde_json::from_str(schema.text()).ok())
+            .map_or(Requested::Json, Requested::Schema),
+        _ => Requested::Nothing,
+    }
+}
+
+/// The text of the last `user` message: a string, or its text parts joined.
+pub(super) fn last_user_message(request: &Object<'_>) -> Option<String> {
+    let messages = request.present("messages")?.objects()?;
+    let message = messages
+        .iter()
+        .rev()
+        .flatten()
+        .find(|m| m.get("role").and_then(|r| r.string()).as_deref() == Some("user"))?;
+    let content = message.present("content")?;
+    if let Some(text) = content.string() {
+        return Some(text.into_owned());
+    }
+    let parts = content.objects()?;
+    let texts: Vec<String> = parts
+        .iter()
+        .flatten()
+        .filter_map(|p| {
+            p.present("text")
+                .and_then(|t| t.string())
+                .map(|t| t.into_owned())
+        })
+        .collect();
+    Some(texts.concat())
+}
+
+fn choice_answers<'a>(response: &Object<'a>) -> Vec<Answer<'a>> {
+    let Some(choices) = response.present("choices").and_then(|c| c.objects()) else {
+        return Vec::new();
+    };
+    choices
+        .into_iter()
+        .flatten()
+        .map(|choice| {
+            let message = choice.present("message").and_then(|m| m.object());
+            let finish = choice.get("finish_reason").and_then(|f| f.string());
+            Answer {
+                content: message.as_ref().and_then(|m| m.present("content")),
+                truncated: finish.as_deref() == Some("length"),
+                refusal: message
+                    .as_ref()
+                    .and_then(|m| m.present("refusal"))
+                    .is_some(),
+            }
+        })
+        .collect()
+}
+
 /// How many choices a request asks for: `n` (default 1), per prompt for
 /// `/v1/completions`.
 fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
@@ -119,6 +197,8 @@ fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
 struct Chunks {
     choices: usize,
     done: bool,
+    /// The first choice's answer, gathered from its deltas.
+    answer: StreamedAnswer,
 }
 
 impl Chunks {
@@ -126,6 +206,27 @@ impl Chunks {
         Self {
             choices,
             done: false,
+            answer: StreamedAnswer::default(),
+        }
+    }
+
+    fn gather(&mut self, choice: &Object<'_>) {
+        if choice.get("index").and_then(|i| i.count()) != Some(0) {
+            return;
+        }
+        if let Some(delta) = choice.present("delta").and_then(|d| d.object()) {
+            if let Some(text) = delta.present("content").and_then(|c| c.string()) {
+                self.answer.push(&text);
+            }
+            self.answer.refusal |= delta.present("refusal").is_some();
+        }
+        if choice
+            .get("finish_reason")
+            .and_then(|f| f.string())
+            .as_deref()
+            == Some("length")
+        {
+            self.answer.truncated = true;
         }
     }
 }
@@ -157,6 +258,9 @@ impl EventCheck for Chunks {
                 )
             })?;
             for (i, choice) in choices.iter().enumerate() {
+                if let Some(choice) = choice {
+                    self.gather(choice);
+                }
                 let index = choice
                     .as_ref()
                     .and_then(|c| c.present("index"))
@@ -178,6 +282,17 @@ impl EventCheck for Chunks {
     fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
         let data = serde_json::json!({ "error": error }).to_string();
         stream::write_event(Framing::Sse, None, data.as_bytes(), None)
+    }
+
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        Some(&self.answer)
+    }
+
+    fn ends(&self, event: &Event<'_>) -> bool {
+        event
+            .data
+            .as_deref()
+            .is_some_and(|d| d.trim_ascii() == b"[DONE]")
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+use crate::contract::StreamedAnswer;
 use crate::figures::Judgement;
 use crate::inspect::Violation;
 
@@ -169,6 +170,18 @@ pub trait EventCheck: Send {
     /// The final event that ends a stream after a fault, in this stream's
     /// own error format, from the error's JSON object.
     fn error_event(&self, error: &serde_json::Value) -> Vec<u8>;
+
+    /// Whether this event ends the stream (OpenAI's `[DONE]`, Anthropic's
+    /// `message_stop`): the output verdict goes right before it.
+    fn ends(&self, _event: &Event<'_>) -> bool {
+        false
+    }
+
+    /// The model's answer gathered from the deltas so far, for the output
+    /// contract's verdict at the end of the stream.
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        None
+    }
 }
 
 #[cfg(test)]

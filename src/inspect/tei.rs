@@ -46,6 +46,7 @@ const EMBED: Endpoint = Endpoint {
     figures: &[],
     header_figures: HEADERS,
     stream: None,
+    output: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -53,6 +54,7 @@ const RERANK: Endpoint = Endpoint {
     figures: &[],
     header_figures: HEADERS,
     stream: None,
+    output: None,
 };
 
 const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
@@ -60,6 +62,7 @@ const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     figures: super::openai::FIGURES,
     header_figures: HEADERS,
     stream: None,
+    output: None,
 };
 
 impl Dialect for Tei {

@@ -17,6 +17,7 @@ const EMBEDDINGS: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -24,6 +25,7 @@ const RERANK: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: None,
+    output: None,
 };
 
 impl Dialect for Voyage {

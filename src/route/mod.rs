@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, Problem, Problems, RouteConfig, UpstreamUrl};
+use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
 use crate::forward::{Credential, Upstream};
 use crate::inspect::{self, Dialect};
 
@@ -24,6 +24,8 @@ pub struct Route {
     pub timeout: Duration,
     pub idle_timeout: Duration,
     pub max_response_bytes: u64,
+    /// The route's output contract, for what a schema cannot say.
+    pub contract: Option<Arc<ContractConfig>>,
 }
 
 /// What matched: the route and the rest of the path after its prefix.
@@ -105,6 +107,7 @@ impl RouteTable {
             timeout: Duration::from_millis(route.timeout_ms),
             idle_timeout: Duration::from_millis(route.idle_timeout_ms),
             max_response_bytes: route.max_response_bytes,
+            contract: route.contract.clone().map(Arc::new),
         })
     }
 

@@ -25,10 +25,12 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body::{Body, Frame};
 
 use crate::capture::{Capture, CaptureStore, Outcome};
+use crate::contract::Contract;
 use crate::error::ProxyError;
 use crate::figures;
 use crate::forward::{ForwardError, Relay};
 use crate::inspect::stream::{self, EventCheck, Framing};
+use crate::inspect::StreamJudge;
 use crate::telemetry;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
@@ -46,6 +48,11 @@ pub struct CheckedStream {
     relay: Relay,
     framing: Framing,
     check: Box<dyn EventCheck>,
+    /// The output contract whose verdict ends the stream, and whether it
+    /// was given.
+    contract: Option<Contract>,
+    verdict_given: bool,
+    output_reasons: Vec<&'static str>,
     context: StreamContext,
     /// An incomplete event, waiting for the rest of its bytes.
     pending: BytesMut,
@@ -67,16 +74,14 @@ pub struct CheckedStream {
 }
 
 impl CheckedStream {
-    pub fn new(
-        relay: Relay,
-        framing: Framing,
-        check: Box<dyn EventCheck>,
-        context: StreamContext,
-    ) -> Self {
+    pub fn new(relay: Relay, judge: StreamJudge, context: StreamContext) -> Self {
         Self {
             relay,
-            framing,
-            check,
+            framing: judge.framing,
+            check: judge.check,
+            contract: judge.contract,
+            verdict_given: false,
+            output_reasons: Vec::new(),
             context,
             pending: BytesMut::new(),
             out: VecDeque::new(),
@@ -132,6 +137,14 @@ impl CheckedStream {
     /// `buffer[passed..]` to go out as one slice. False when the stream ends.
     fn judge(&mut self, buffer: &Bytes, start: usize, end: usize, passed: &mut usize) -> bool {
         let event = stream::parse_event(self.framing, &buffer[start..end]);
+        if self.check.ends(&event) && self.contract.is_some() && !self.verdict_given {
+            // The answer is complete: the verdict goes before the last event.
+            if start > *passed {
+                self.out.push_back(buffer.slice(*passed..start));
+            }
+            *passed = start;
+            self.give_verdict();
+        }
         match self.check.event(&event) {
             Ok(None) => true,
             Ok(Some(judgement)) if judgement.is_clean() => {
@@ -197,11 +210,35 @@ impl CheckedStream {
         self.end_with(&ProxyError::Forward(fault));
     }
 
+    /// The output contract's verdict on the answer gathered so far: counted,
+    /// and for SSE announced in a comment line (NDJSON has none).
+    fn give_verdict(&mut self) {
+        self.verdict_given = true;
+        let (Some(contract), Some(answer)) = (&self.contract, self.check.answer()) else {
+            return;
+        };
+        let verdict = contract.judge_text(&answer.text, answer.truncated, answer.refusal);
+        let line = if verdict.valid() {
+            ": probity-output valid\n\n".to_string()
+        } else {
+            telemetry::output_invalid(&contract.task, &self.context.request_id, &verdict.reasons);
+            self.output_reasons = verdict.reasons.clone();
+            format!(
+                ": probity-output invalid reason={}\n\n",
+                verdict.reasons.join(",")
+            )
+        };
+        if self.framing == Framing::Sse {
+            self.out.push_back(Bytes::from(line));
+        }
+    }
+
     /// At the upstream's end: an unterminated last NDJSON line is still a
     /// line; an unterminated SSE event is passed as it came (clients drop it).
     fn flush(&mut self) {
         self.finished = true;
         if self.pending.is_empty() {
+            self.finish_verdict();
             return;
         }
         let tail = self.pending.split().freeze();
@@ -211,6 +248,14 @@ impl CheckedStream {
         }
         if tail.len() > passed {
             self.out.push_back(tail.slice(passed..));
+        }
+        self.finish_verdict();
+    }
+
+    /// A stream that ended without its terminal event still gets a verdict.
+    fn finish_verdict(&mut self) {
+        if self.contract.is_some() && !self.verdict_given && self.cut.is_none() {
+            self.give_verdict();
         }
     }
 
@@ -246,7 +291,7 @@ impl CheckedStream {
             body_bytes: self.upstream_bytes,
         });
         self.cut = match outcome {
-            Outcome::Normalized(_) => None,
+            Outcome::Normalized(_) | Outcome::OutputInvalid(_) => None,
             other => Some(other),
         };
     }

@@ -32,11 +32,15 @@ use super::Shared;
 use crate::capture::{Capture, Outcome};
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, remove_hop_by_hop, Fetched, X_REQUEST_ID};
-use crate::inspect::{self, Exchange, Verdict};
+use crate::inspect::{self, Contracts, Exchange, Verdict};
 use crate::route::Route;
 
 /// Lists the JSON pointers of the figures a response had nulled.
 pub const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
+/// The output contract's verdict: `valid` or `invalid`.
+pub const PROBITY_OUTPUT: HeaderName = HeaderName::from_static("probity-output");
+/// Why an answer is invalid: the reasons, comma-separated.
+pub const PROBITY_OUTPUT_REASON: HeaderName = HeaderName::from_static("probity-output-reason");
 /// Names the capture (the request id) holding the verbatim upstream response.
 pub const PROBITY_CAPTURE: HeaderName = HeaderName::from_static("probity-capture");
 use crate::telemetry::{self, RequestRecord};
@@ -115,13 +119,17 @@ async fn exchange(
                 response_headers: &upstream.headers,
                 response_body: &Bytes::new(),
             };
-            let payload = match inspect::stream_check(route.dialect, &exchange) {
+            let contracts = Contracts {
+                config: route.contract.as_ref(),
+                cache: &shared.schemas,
+            };
+            let payload = match inspect::stream_check(route.dialect, &exchange, &contracts) {
                 None => Payload::Stream(relay),
                 Some(Err(reason)) => {
                     telemetry::uninspected(&route.name, &record.request_id, reason);
                     Payload::Stream(relay)
                 }
-                Some(Ok((framing, check))) => {
+                Some(Ok(judge)) => {
                     let context = StreamContext {
                         route: route.name.clone(),
                         request_id: record.request_id.clone(),
@@ -131,7 +139,7 @@ async fn exchange(
                         captures: shared.captures.clone(),
                         retain_limit: shared.capture_retain_limit,
                     };
-                    Payload::Checked(Box::new(CheckedStream::new(relay, framing, check, context)))
+                    Payload::Checked(Box::new(CheckedStream::new(relay, judge, context)))
                 }
             };
             return Ok(respond(upstream, &record.request_id, payload));
@@ -140,6 +148,10 @@ async fn exchange(
     record.upstream_status = Some(upstream.status);
 
     // Inspect.
+    let contracts = Contracts {
+        config: route.contract.as_ref(),
+        cache: &shared.schemas,
+    };
     let verdict = inspect::inspect(
         route.dialect,
         &Exchange {
@@ -151,67 +163,111 @@ async fn exchange(
             response_headers: &upstream.headers,
             response_body: &bytes,
         },
+        &contracts,
     );
     let name = &*route.name;
     let request_id = &record.request_id;
-    let capture = |outcome: Outcome, upstream: &response::Parts| -> bool {
-        shared.captures.keep(Capture {
-            request_id: request_id.to_str().unwrap_or_default().to_string(),
-            time: SystemTime::now(),
-            route: route.name.clone(),
-            endpoint: endpoint.clone(),
-            outcome,
-            status: upstream.status,
-            headers: upstream.headers.clone(),
-            body: Some(bytes.clone()),
-            body_bytes: bytes.len(),
-        });
-        shared.captures.enabled()
-    };
-    match verdict {
-        Verdict::Unchecked => {}
-        Verdict::Uninspected(reason) => telemetry::uninspected(name, request_id, reason),
-        Verdict::Pass(judgement) => telemetry::tokens(name, &judgement.tokens),
+    let checked = match verdict {
+        Verdict::Unchecked => None,
+        Verdict::Uninspected(reason) => {
+            telemetry::uninspected(name, request_id, reason);
+            None
+        }
         Verdict::Reject(violation) => {
             telemetry::invalid_response(name, request_id, violation.invariant);
-            record.captured = capture(Outcome::Rejected(violation.invariant), &upstream);
+            let outcome = Outcome::Rejected(violation.invariant);
+            record.captured = keep(
+                shared, route, &endpoint, request_id, outcome, &upstream, &bytes,
+            );
             return Err(violation.into());
         }
-        Verdict::Normalize {
-            body: rewritten,
-            judgement,
-        } => {
-            telemetry::tokens(name, &judgement.tokens);
-            telemetry::figures_normalized(name, request_id, &judgement.malformed);
-            let captured = capture(Outcome::Normalized(judgement.pointers.clone()), &upstream);
-            record.captured = captured;
-            let mut upstream = upstream;
-            for header in &judgement.removed_headers {
-                upstream.headers.remove(*header);
-            }
-            let bytes = match rewritten {
-                Some(rewritten) => {
-                    upstream
-                        .headers
-                        .insert(CONTENT_LENGTH, rewritten.len().into());
-                    rewritten
-                }
-                None => bytes,
-            };
-            if let Ok(list) = HeaderValue::try_from(judgement.pointers.join(",")) {
-                upstream.headers.insert(PROBITY_NORMALIZED, list);
-            }
-            if captured {
-                upstream.headers.insert(PROBITY_CAPTURE, request_id.clone());
-            }
-            return Ok(respond(upstream, request_id, Payload::Whole(Some(bytes))));
+        Verdict::Checked(checked) => Some(checked),
+    };
+    let Some(checked) = checked else {
+        return Ok(respond(upstream, request_id, Payload::Whole(Some(bytes))));
+    };
+
+    // Respond: what inspection found is counted, stated in headers, and
+    // (when anything changed or the answer is invalid) captured.
+    telemetry::tokens(name, &checked.judgement.tokens);
+    let normalized = !checked.judgement.is_clean();
+    if normalized {
+        telemetry::figures_normalized(name, request_id, &checked.judgement.malformed);
+    }
+    let invalid = checked.output.as_ref().filter(|o| !o.verdict.valid());
+    if let Some(output) = invalid {
+        telemetry::output_invalid(&output.task, request_id, &output.verdict.reasons);
+    }
+    let outcome = match (normalized, invalid) {
+        (true, _) => Some(Outcome::Normalized(checked.judgement.pointers.clone())),
+        (false, Some(output)) => Some(Outcome::OutputInvalid(output.verdict.reasons.clone())),
+        (false, None) => None,
+    };
+    let captured = outcome.is_some_and(|outcome| {
+        keep(
+            shared, route, &endpoint, request_id, outcome, &upstream, &bytes,
+        )
+    });
+    record.captured = captured;
+
+    let mut upstream = upstream;
+    for header in &checked.judgement.removed_headers {
+        upstream.headers.remove(*header);
+    }
+    let bytes = match checked.body {
+        Some(rewritten) => {
+            upstream
+                .headers
+                .insert(CONTENT_LENGTH, rewritten.len().into());
+            rewritten
+        }
+        None => bytes,
+    };
+    if normalized {
+        if let Ok(list) = HeaderValue::try_from(checked.judgement.pointers.join(",")) {
+            upstream.headers.insert(PROBITY_NORMALIZED, list);
         }
     }
-    Ok(respond(
-        upstream,
-        &record.request_id,
-        Payload::Whole(Some(bytes)),
-    ))
+    if let Some(output) = &checked.output {
+        let valid = output.verdict.valid();
+        let verdict = HeaderValue::from_static(if valid { "valid" } else { "invalid" });
+        upstream.headers.insert(PROBITY_OUTPUT, verdict);
+        if let (false, Ok(reasons)) = (
+            valid,
+            HeaderValue::try_from(output.verdict.reasons.join(",")),
+        ) {
+            upstream.headers.insert(PROBITY_OUTPUT_REASON, reasons);
+        }
+    }
+    if captured {
+        upstream.headers.insert(PROBITY_CAPTURE, request_id.clone());
+    }
+    Ok(respond(upstream, request_id, Payload::Whole(Some(bytes))))
+}
+
+/// Keeps the verbatim upstream response in the capture store; whether it
+/// was kept (the store may be disabled).
+fn keep(
+    shared: &Shared,
+    route: &Route,
+    endpoint: &str,
+    request_id: &HeaderValue,
+    outcome: Outcome,
+    upstream: &response::Parts,
+    bytes: &Bytes,
+) -> bool {
+    shared.captures.keep(Capture {
+        request_id: request_id.to_str().unwrap_or_default().to_string(),
+        time: SystemTime::now(),
+        route: route.name.clone(),
+        endpoint: endpoint.to_string(),
+        outcome,
+        status: upstream.status,
+        headers: upstream.headers.clone(),
+        body: Some(bytes.clone()),
+        body_bytes: bytes.len(),
+    });
+    shared.captures.enabled()
 }
 
 /// Reads the client's body, refusing it (before reading, when the length is

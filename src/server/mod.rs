@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::admin;
 use crate::capture::CaptureStore;
 use crate::config::Config;
+use crate::contract::SchemaCache;
 use crate::error::{ProxyError, RequestError};
 use crate::route::RouteTable;
 use crate::telemetry;
@@ -42,6 +43,8 @@ pub(crate) struct Shared {
     pub captures: Arc<CaptureStore>,
     /// How much of a checked stream's verbatim bytes to hold for its capture.
     pub capture_retain_limit: usize,
+    /// Compiled JSON Schemas of output contracts.
+    pub schemas: SchemaCache,
 }
 
 /// Failures before serving: nothing is half-started.
@@ -89,6 +92,7 @@ impl Probity {
                 routes,
                 max_request_bytes: server.max_request_bytes,
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
+                schemas: SchemaCache::new(256),
                 capture_retain_limit: if config.capture.enabled {
                     usize::try_from(config.capture.max_bytes).unwrap_or(usize::MAX)
                 } else {

@@ -1,0 +1,461 @@
+//! Output contracts: is what the model wrote usable? The last check on the
+//! way back (`inspect` → **`contract`** → `server`).
+//!
+//! A bad answer is a normal outcome of asking a small model, not a broken
+//! dependency: the request still succeeds. The verdict is stated in headers
+//! (`probity-output`, `probity-output-reason`), counted per task and reason,
+//! and, with `on_invalid = "degrade"`, the answer is replaced by the route's
+//! degraded answer so that the app keeps working. Strict: nothing is
+//! repaired, code fences are not stripped, and a quote is grounded only if
+//! it appears in a cited source with whitespace folded, nothing looser.
+//!
+//! A contract comes from the request (a JSON schema or JSON mode the app
+//! asked the provider for) and from the route's `[routes.contract]`.
+
+mod schema;
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::{ContractConfig, OnInvalid};
+use crate::inspect::json::Json;
+pub use schema::{Compiled, SchemaCache};
+
+/// Why an answer is unusable: the `reason` label, a fixed set.
+pub const REASONS: &[&str] = &[
+    "invalid_json",
+    "schema_violation",
+    "enum_violation",
+    "field_name_echo",
+    "placeholder",
+    "too_short",
+    "too_long",
+    "citation_missing",
+    "citation_unknown",
+    "quote_ungrounded",
+    "truncated",
+    "refusal",
+];
+
+/// Strings that stand in for an answer rather than being one.
+const PLACEHOLDERS: &[&str] = &[
+    "string",
+    "...",
+    "…",
+    "n/a",
+    "todo",
+    "tbd",
+    "<answer>",
+    "<string>",
+    "your answer here",
+    "answer here",
+    "insert answer here",
+    "lorem ipsum",
+    "placeholder",
+    "xxx",
+    "undefined",
+];
+
+/// What the app asked the provider for, read from the request.
+#[derive(Debug, Clone)]
+pub enum Requested {
+    /// No structured output.
+    Nothing,
+    /// Any single JSON value (`json_object`, Ollama `format: "json"`).
+    Json,
+    /// JSON satisfying this schema.
+    Schema(Value),
+}
+
+/// One answer of a response, as the dialect found it.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    /// The model's content: a JSON string holding the text, or (a forced
+    /// Anthropic tool's `input`) the JSON value itself. `None`: no content.
+    pub content: Option<Json<'a>>,
+    /// The model stopped on the length limit.
+    pub truncated: bool,
+    /// The model refused (OpenAI `refusal`).
+    pub refusal: bool,
+}
+
+/// What a dialect knows of an endpoint's answers: where the contract and
+/// the prompt are in a request, and where the answers are in a response.
+pub struct OutputSpec {
+    /// The `task` label when the route configures none.
+    pub task: &'static str,
+    pub requested: fn(&crate::inspect::json::Object<'_>) -> Requested,
+    pub prompt: fn(&crate::inspect::json::Object<'_>) -> Option<String>,
+    pub answers: for<'a> fn(&crate::inspect::json::Object<'a>) -> Vec<Answer<'a>>,
+}
+
+/// An answer gathered from a stream's deltas.
+#[derive(Debug, Default, Clone)]
+pub struct StreamedAnswer {
+    pub text: String,
+    pub truncated: bool,
+    pub refusal: bool,
+}
+
+impl StreamedAnswer {
+    /// Longest answer text kept from a stream.
+    pub const MAX: usize = 1 << 20;
+
+    pub fn push(&mut self, text: &str) {
+        if self.text.len() + text.len() <= Self::MAX {
+            self.text.push_str(text);
+        }
+    }
+}
+
+/// A contract in force for one request.
+pub struct Contract {
+    /// The `task` label.
+    pub task: Cow<'static, str>,
+    pub config: Option<Arc<ContractConfig>>,
+    pub schema: Option<Arc<Compiled>>,
+    /// The sources the app supplied in its prompt document: `(id, text)`.
+    pub sources: Vec<(String, String)>,
+}
+
+/// The verdict on a response's answers.
+#[derive(Debug, Default, PartialEq)]
+pub struct OutputVerdict {
+    /// Every reason found, in the order of [`REASONS`], each once.
+    pub reasons: Vec<&'static str>,
+    /// One sentence per finding, for the degraded answer.
+    pub sentences: Vec<String>,
+}
+
+impl OutputVerdict {
+    pub fn valid(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    fn add(&mut self, reason: &'static str, sentence: String) {
+        if !self.reasons.contains(&reason) {
+            self.reasons.push(reason);
+            self.sentences.push(sentence);
+        }
+    }
+
+    fn sort(&mut self) {
+        let mut pairs: Vec<(&'static str, String)> = self
+            .reasons
+            .drain(..)
+            .zip(self.sentences.drain(..))
+            .collect();
+        pairs.sort_by_key(|(r, _)| REASONS.iter().position(|x| x == r));
+        for (reason, sentence) in pairs {
+            self.reasons.push(reason);
+            self.sentences.push(sentence);
+        }
+    }
+
+    /// `model output rejected: <first finding>[; <next>...]`.
+    pub fn sentence(&self) -> String {
+        format!("model output rejected: {}", self.sentences.join("; "))
+    }
+}
+
+impl Contract {
+    /// The contract for a request, if any: from what it asked for and from
+    /// the route's configuration. `endpoint` names the task when the route
+    /// configures none. `prompt` is the request's prompt text.
+    pub fn resolve(
+        requested: Requested,
+        config: Option<&Arc<ContractConfig>>,
+        endpoint: &'static str,
+        prompt: Option<String>,
+        cache: &SchemaCache,
+    ) -> Option<Self> {
+        let schema = match &requested {
+            Requested::Schema(schema) => cache.get(schema),
+            _ => None,
+        };
+        if matches!(requested, Requested::Nothing) && config.is_none() {
+            return None;
+        }
+        let sources = match (config.and_then(|c| c.citations.as_ref()), prompt) {
+            (Some(citations), Some(prompt)) => sources(&prompt, &citations.sources),
+            _ => Vec::new(),
+        };
+        Some(Self {
+            task: config.map_or(Cow::Borrowed(endpoint), |c| Cow::Owned(c.task.clone())),
+            config: config.cloned(),
+            schema,
+            sources,
+        })
+    }
+
+    pub fn degrades(&self) -> bool {
+        self.config
+            .as_ref()
+            .is_some_and(|c| c.on_invalid == OnInvalid::Degrade)
+    }
+
+    /// The degraded answer with the reason sentence filled in: JSON text.
+    pub fn degraded(&self, verdict: &OutputVerdict) -> String {
+        let template = self
+            .config
+            .as_ref()
+            .map_or(crate::config::DEFAULT_DEGRADED, |c| c.degraded.as_str());
+        // The sentence goes inside a JSON string: escape it as one.
+        let quoted = serde_json::to_string(&verdict.sentence()).unwrap_or_default();
+        template.replace("{reason}", &quoted[1..quoted.len() - 1])
+    }
+
+    /// Judges every answer; the verdict gathers all their reasons.
+    pub fn judge(&self, answers: &[Answer<'_>]) -> OutputVerdict {
+        let mut verdict = OutputVerdict::default();
+        if answers.is_empty() {
+            verdict.add("invalid_json", "the response holds no answer".into());
+        }
+        for answer in answers {
+            self.judge_one(answer, &mut verdict);
+        }
+        verdict.sort();
+        verdict
+    }
+
+    /// Judges the text of a streamed answer, gathered from its deltas.
+    pub fn judge_text(&self, text: &str, truncated: bool, refusal: bool) -> OutputVerdict {
+        let mut verdict = OutputVerdict::default();
+        self.judge_value(parse_answer(text), truncated, refusal, &mut verdict);
+        verdict.sort();
+        verdict
+    }
+
+    fn judge_one(&self, answer: &Answer<'_>, verdict: &mut OutputVerdict) {
+        let value = match answer.content {
+            None => None,
+            // A forced tool's input is JSON already.
+            Some(json) if json.kind() != crate::inspect::json::Kind::String => {
+                serde_json::from_str(json.text()).ok()
+            }
+            Some(json) => json.string().and_then(|text| parse_answer(&text)),
+        };
+        self.judge_value(value, answer.truncated, answer.refusal, verdict);
+    }
+
+    fn judge_value(
+        &self,
+        value: Option<Value>,
+        truncated: bool,
+        refusal: bool,
+        verdict: &mut OutputVerdict,
+    ) {
+        if truncated {
+            verdict.add("truncated", "the model stopped at the length limit".into());
+        }
+        if refusal {
+            verdict.add("refusal", "the model refused".into());
+        }
+        let Some(value) = value else {
+            verdict.add(
+                "invalid_json",
+                "the answer is not exactly one JSON value".into(),
+            );
+            return;
+        };
+        if let Some(schema) = &self.schema {
+            schema.check(&value, verdict);
+        }
+        self.free_text(&value, verdict);
+        if let Some(config) = &self.config {
+            self.prose(config, &value, verdict);
+            self.citations(config, &value, verdict);
+        }
+    }
+
+    /// Field-name echoes and placeholders in every free-text string.
+    fn free_text(&self, value: &Value, verdict: &mut OutputVerdict) {
+        let mut names: HashSet<String> = self
+            .schema
+            .as_ref()
+            .map(|s| {
+                s.property_names()
+                    .iter()
+                    .map(|n| n.to_lowercase())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Value::Object(members) = value {
+            names.extend(members.keys().map(|k| k.to_lowercase()));
+        }
+        let extra: Vec<String> = self
+            .config
+            .as_ref()
+            .map(|c| {
+                c.placeholders
+                    .iter()
+                    .map(|p| p.trim().to_lowercase())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut strings = Vec::new();
+        free_strings(value, "", self.schema.as_deref(), &mut strings);
+        for text in strings {
+            let folded = text.trim().to_lowercase();
+            if names.contains(&folded) {
+                verdict.add(
+                    "field_name_echo",
+                    format!("answer repeats the schema field name \"{}\"", text.trim()),
+                );
+            }
+            if PLACEHOLDERS.contains(&folded.as_str()) || extra.contains(&folded) {
+                verdict.add(
+                    "placeholder",
+                    format!("answer is the placeholder \"{}\"", text.trim()),
+                );
+            }
+        }
+    }
+
+    fn prose(&self, config: &ContractConfig, value: &Value, verdict: &mut OutputVerdict) {
+        for pointer in &config.prose {
+            let text = value.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+            let chars = text.trim().chars().count();
+            if chars < config.min_chars {
+                verdict.add(
+                    "too_short",
+                    format!(
+                        "{pointer} has {chars} characters, fewer than {}",
+                        config.min_chars
+                    ),
+                );
+            } else if chars > config.max_chars {
+                verdict.add(
+                    "too_long",
+                    format!(
+                        "{pointer} has {chars} characters, more than {}",
+                        config.max_chars
+                    ),
+                );
+            }
+        }
+    }
+
+    fn citations(&self, config: &ContractConfig, value: &Value, verdict: &mut OutputVerdict) {
+        let Some(citations) = &config.citations else {
+            return;
+        };
+        let cited: Vec<String> = value
+            .pointer(&citations.output)
+            .and_then(Value::as_array)
+            .map(|ids| ids.iter().map(id_text).collect())
+            .unwrap_or_default();
+        if cited.is_empty() && citations.required {
+            verdict.add("citation_missing", "answer cites no source".into());
+        }
+        for id in &cited {
+            if !self.sources.iter().any(|(known, _)| known == id) {
+                verdict.add(
+                    "citation_unknown",
+                    format!("answer cites \"{id}\", which is not a supplied source"),
+                );
+            }
+        }
+        let Some(quotes) = citations
+            .quotes
+            .as_ref()
+            .and_then(|p| value.pointer(p))
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        let cited_texts: Vec<String> = self
+            .sources
+            .iter()
+            .filter(|(id, _)| cited.contains(id))
+            .map(|(_, text)| fold(text))
+            .collect();
+        for quote in quotes {
+            let quote = quote.as_str().map(fold).unwrap_or_default();
+            if !cited_texts.iter().any(|text| text.contains(&quote)) || quote.is_empty() {
+                verdict.add(
+                    "quote_ungrounded",
+                    "answer quotes text found in no cited source".into(),
+                );
+            }
+        }
+    }
+}
+
+/// The content parsed strictly: exactly one JSON value, nothing stripped.
+fn parse_answer(text: &str) -> Option<Value> {
+    serde_json::from_str(text).ok()
+}
+
+/// Every string in `value` that is free text: one whose schema (if any)
+/// sets no `enum` or `const`.
+fn free_strings<'v>(
+    value: &'v Value,
+    _at: &str,
+    schema: Option<&Compiled>,
+    out: &mut Vec<&'v str>,
+) {
+    fn walk<'v>(value: &'v Value, sub: Option<&Value>, out: &mut Vec<&'v str>) {
+        let constrained = sub.is_some_and(|s| s.get("enum").is_some() || s.get("const").is_some());
+        match value {
+            Value::String(text) if !constrained => out.push(text),
+            Value::Array(items) => {
+                let item_schema = sub.and_then(|s| s.get("items"));
+                for item in items {
+                    walk(item, item_schema, out);
+                }
+            }
+            Value::Object(members) => {
+                for (key, member) in members {
+                    let member_schema = sub
+                        .and_then(|s| s.get("properties"))
+                        .and_then(|p| p.get(key));
+                    walk(member, member_schema, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(value, schema.map(|s| s.schema()), out);
+}
+
+/// The `(id, text)` sources in the prompt document at `pointer`.
+fn sources(prompt: &str, pointer: &str) -> Vec<(String, String)> {
+    let Ok(document) = serde_json::from_str::<Value>(prompt) else {
+        return Vec::new();
+    };
+    document
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| {
+                    let id = id_text(item.get("id")?);
+                    let text = item
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    Some((id, text))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Ids compare as text, so `1` and `"1"` are the same source.
+fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whitespace folded: runs of whitespace become one space, ends trimmed.
+fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
