@@ -459,3 +459,152 @@ fn id_text(id: &Value) -> String {
 fn fold(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CitationsConfig;
+
+    fn grounded() -> Arc<ContractConfig> {
+        Arc::new(ContractConfig {
+            task: "grounded_answer".into(),
+            prose: vec!["/answer".into()],
+            min_chars: 12,
+            max_chars: 60,
+            citations: Some(CitationsConfig {
+                output: "/citations".into(),
+                sources: "/sources".into(),
+                required: true,
+                quotes: Some("/quotes".into()),
+            }),
+            ..ContractConfig::default()
+        })
+    }
+
+    const SCHEMA: &str = r#"{"type": "object", "required": ["answer", "sufficient", "citations"],
+        "properties": {"answer": {"type": "string"}, "sufficient": {"type": "boolean"},
+        "citations": {"type": "array", "items": {"type": "string"}},
+        "quotes": {"type": "array", "items": {"type": "string"}},
+        "tone": {"enum": ["formal", "casual"]}}, "additionalProperties": false}"#;
+
+    const PROMPT: &str = r#"{"question": "Why is the sky blue?", "sources": [
+        {"id": "s1", "text": "Rayleigh scattering   makes the sky\nblue."},
+        {"id": "s2", "text": "Sunsets are red."}]}"#;
+
+    fn reasons(answer: &str) -> Vec<&'static str> {
+        let cache = SchemaCache::new(4);
+        let config = grounded();
+        let contract = Contract::resolve(
+            Requested::Schema(serde_json::from_str(SCHEMA).unwrap()),
+            Some(&config),
+            "ollama_generate",
+            Some(PROMPT.into()),
+            &cache,
+        )
+        .unwrap();
+        contract.judge_text(answer, false, false).reasons
+    }
+
+    #[test]
+    fn a_grounded_answer_is_valid() {
+        let answer = r#"{"answer": "Rayleigh scattering of sunlight.", "sufficient": true, "citations": ["s1"], "quotes": ["scattering makes the sky blue."]}"#;
+        assert_eq!(reasons(answer), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn the_small_model_answer_is_an_echo_without_citations() {
+        let answer = r#"{"answer": "sufficient", "sufficient": true, "citations": []}"#;
+        assert_eq!(
+            reasons(answer),
+            ["field_name_echo", "too_short", "citation_missing"]
+        );
+    }
+
+    #[test]
+    fn each_reason_on_its_own() {
+        let base = |answer: &str, citations: &str| {
+            format!(r#"{{"answer": "{answer}", "sufficient": true, "citations": {citations}}}"#)
+        };
+        assert_eq!(reasons("```json\n{}\n```"), ["invalid_json"]);
+        assert_eq!(
+            reasons(&format!(
+                "{} trailing",
+                base("Rayleigh scattering.", r#"["s1"]"#)
+            )),
+            ["invalid_json"]
+        );
+        assert_eq!(
+            reasons(
+                r#"{"answer": "Rayleigh scattering.", "sufficient": "yes", "citations": ["s1"]}"#
+            ),
+            ["schema_violation"]
+        );
+        assert_eq!(
+            reasons(
+                r#"{"answer": "Rayleigh scattering.", "sufficient": true, "citations": ["s1"], "tone": "rude"}"#
+            ),
+            ["enum_violation"]
+        );
+        assert_eq!(
+            reasons(&base("your answer here", r#"["s1"]"#)),
+            ["placeholder"]
+        );
+        assert_eq!(reasons(&base("Too short.", r#"["s1"]"#)), ["too_short"]);
+        assert_eq!(reasons(&base(&"x".repeat(61), r#"["s1"]"#)), ["too_long"]);
+        assert_eq!(
+            reasons(&base("Rayleigh scattering.", r#"["s9"]"#)),
+            ["citation_unknown"]
+        );
+        let ungrounded = r#"{"answer": "Rayleigh scattering.", "sufficient": true, "citations": ["s1"], "quotes": ["Sunsets are red."]}"#;
+        assert_eq!(
+            reasons(ungrounded),
+            ["quote_ungrounded"],
+            "quotes come from the cited sources only"
+        );
+    }
+
+    #[test]
+    fn truncation_and_refusal_are_reasons_too() {
+        let cache = SchemaCache::new(4);
+        let contract =
+            Contract::resolve(Requested::Json, None, "chat_completions", None, &cache).unwrap();
+        assert_eq!(contract.task, "chat_completions");
+        assert_eq!(
+            contract.judge_text("{\"a\": 1", true, false).reasons,
+            ["invalid_json", "truncated"]
+        );
+        assert_eq!(contract.judge_text("{}", false, true).reasons, ["refusal"]);
+        assert!(Contract::resolve(Requested::Nothing, None, "x", None, &cache).is_none());
+    }
+
+    #[test]
+    fn the_degraded_answer_states_the_reason_as_json() {
+        let cache = SchemaCache::new(4);
+        let config = grounded();
+        let contract =
+            Contract::resolve(Requested::Json, Some(&config), "x", None, &cache).unwrap();
+        let verdict = contract.judge_text(r#"{"answer": "Answer", "citations": []}"#, false, false);
+        let degraded: Value = serde_json::from_str(&contract.degraded(&verdict)).unwrap();
+        let reason = degraded["uncertainty"][0].as_str().unwrap();
+        assert!(
+            reason.starts_with(
+                "model output rejected: answer repeats the schema field name \"Answer\"; "
+            ),
+            "{reason}"
+        );
+        assert_eq!(degraded["sufficient"], false);
+    }
+
+    #[test]
+    fn schemas_are_compiled_once() {
+        let cache = SchemaCache::new(1);
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        let a = cache.get(&schema).unwrap();
+        let b = cache.get(&schema).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(
+            cache.get(&serde_json::json!({"type": 12})).is_none(),
+            "an invalid schema is skipped"
+        );
+    }
+}

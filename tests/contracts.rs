@@ -1,0 +1,333 @@
+//! Output contracts over real sockets: the verdict headers, the metric, the
+//! capture, and the degraded answer, for Ollama, OpenAI and Anthropic.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+/// The route contract of `config/examples/grounded-answer.toml`.
+const GROUNDED: &str = r#"
+[routes.contract]
+task = "grounded_answer"
+on_invalid = "ON_INVALID"
+prose = ["/answer"]
+min_chars = 12
+max_chars = 3000
+degraded = '{"answer": "", "sufficient": false, "citations": [], "uncertainty": ["{reason}"]}'
+
+[routes.contract.citations]
+output = "/citations"
+sources = "/sources"
+required = true
+quotes = "/quotes"
+"#;
+
+fn grounded_route(name: &str, dialect: &str, upstream: &Upstream, on_invalid: &str) -> String {
+    format!(
+        "{}{}",
+        route(name, &format!("/{name}"), &upstream.url(), dialect, ""),
+        GROUNDED.replace("ON_INVALID", on_invalid)
+    )
+}
+
+/// The app's request: its prompt is a JSON document with its sources.
+fn generate_request() -> String {
+    let prompt = serde_json::json!({
+        "question": "Why is the sky blue?",
+        "sources": [
+            {"id": "s1", "text": "Rayleigh scattering makes the sky blue."},
+            {"id": "s2", "text": "Sunsets are red because light travels further."}
+        ]
+    });
+    serde_json::json!({
+        "model": "llama3.2:3b",
+        "prompt": prompt.to_string(),
+        "stream": false,
+        "format": {
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string"},
+                "sufficient": {"type": "boolean"},
+                "citations": {"type": "array", "items": {"type": "string"}}
+            },
+            "required": ["answer", "sufficient", "citations"]
+        }
+    })
+    .to_string()
+}
+
+fn ollama_generate(answer: &str) -> String {
+    serde_json::json!({
+        "model": "llama3.2:3b",
+        "created_at": "2026-11-29T10:00:00Z",
+        "response": answer,
+        "done": true,
+        "done_reason": "stop",
+        "total_duration": 812345678,
+        "prompt_eval_count": 120,
+        "eval_count": 21
+    })
+    .to_string()
+}
+
+const ECHO: &str = r#"{"answer": "sufficient", "sufficient": true, "citations": []}"#;
+const GOOD: &str =
+    r#"{"answer": "Rayleigh scattering of sunlight.", "sufficient": true, "citations": ["s1"]}"#;
+
+#[tokio::test]
+async fn the_small_model_answer_is_annotated_counted_and_captured() {
+    let upstream = Upstream::start(|request| {
+        let body = String::from_utf8_lossy(&request.body);
+        let answer = if body.contains("good") { GOOD } else { ECHO };
+        Reply::json(200, ollama_generate(answer))
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &grounded_route("ollama", "ollama", &upstream, "annotate"),
+    ));
+
+    let got = post(&probity.url("/ollama/api/generate"), generate_request()).await;
+    assert_eq!(got.status, 200, "an invalid answer never fails the request");
+    assert_eq!(
+        got.text(),
+        ollama_generate(ECHO),
+        "annotate leaves the body as it came"
+    );
+    assert_eq!(got.header("probity-output"), Some("invalid"));
+    assert_eq!(
+        got.header("probity-output-reason"),
+        Some("field_name_echo,too_short,citation_missing")
+    );
+    let id = got.header("x-request-id").unwrap();
+    assert_eq!(got.header("probity-capture"), Some(id));
+
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    for reason in ["field_name_echo", "too_short", "citation_missing"] {
+        let sample = format!(
+            r#"probity_model_invalid_output_total{{task="grounded_answer",reason="{reason}"}}"#
+        );
+        assert_eq!(metric_value(&metrics, &sample), Some(1.0), "{reason}");
+    }
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(listing["captures"][0]["outcome"], "output_invalid");
+    assert_eq!(
+        listing["captures"][0]["reasons"],
+        serde_json::json!(["field_name_echo", "too_short", "citation_missing"])
+    );
+
+    // A grounded answer passes byte for byte, with the verdict header.
+    let request = generate_request().replace("Why is", "good: why is");
+    let got = post(&probity.url("/ollama/api/generate"), request).await;
+    assert_eq!(got.text(), ollama_generate(GOOD));
+    assert_eq!(got.header("probity-output"), Some("valid"));
+    assert_eq!(got.header("probity-output-reason"), None);
+    assert_eq!(got.header("probity-capture"), None);
+}
+
+#[tokio::test]
+async fn degrade_replaces_the_answer_and_keeps_the_rest() {
+    let upstream = Upstream::start(|_| Reply::json(200, ollama_generate(ECHO))).await;
+    let probity = Probity::start(&config(
+        "",
+        &grounded_route("ollama", "ollama", &upstream, "degrade"),
+    ));
+    let got = post(&probity.url("/ollama/api/generate"), generate_request()).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.header("probity-output"), Some("invalid"));
+    let body = got.json();
+    assert_eq!(body["eval_count"], 21, "usage is untouched");
+    assert_eq!(body["done"], true);
+    let answer: serde_json::Value =
+        serde_json::from_str(body["response"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["answer"], "");
+    assert_eq!(answer["sufficient"], false);
+    assert_eq!(answer["citations"], serde_json::json!([]));
+    let reason = answer["uncertainty"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            r#"model output rejected: answer repeats the schema field name "sufficient""#
+        ),
+        "{reason}"
+    );
+    // The verbatim answer is in the capture store.
+    let id = got.header("x-request-id").unwrap();
+    let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    assert_eq!(capture.text(), ollama_generate(ECHO));
+}
+
+fn chat_completion(content: &str, finish: &str, refusal: Option<&str>) -> String {
+    serde_json::json!({
+        "id": "chatcmpl-9",
+        "object": "chat.completion",
+        "created": 1764410400,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": refusal}, "logprobs": null, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn openai_json_schema_answers_are_checked_strictly() {
+    let upstream = Upstream::start(|request| {
+        let body = String::from_utf8_lossy(&request.body).to_string();
+        let reply = if body.contains("fenced") {
+            chat_completion("```json\n{\"label\": \"spam\"}\n```", "stop", None)
+        } else if body.contains("wrong label") {
+            chat_completion("{\"label\": \"maybe\"}", "stop", None)
+        } else if body.contains("cut") {
+            chat_completion("{\"label\": \"sp", "length", None)
+        } else if body.contains("refuse") {
+            chat_completion("", "stop", Some("I can't help with that."))
+        } else {
+            chat_completion("{\"label\": \"spam\"}", "stop", None)
+        };
+        Reply::json(200, reply)
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
+    let request = |what: &str| {
+        serde_json::json!({
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": what}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "label", "strict": true, "schema": {
+                "type": "object", "properties": {"label": {"enum": ["spam", "ham"]}},
+                "required": ["label"], "additionalProperties": false}}}
+        })
+        .to_string()
+    };
+    for (what, reasons) in [
+        ("fenced", Some("invalid_json")),
+        ("wrong label", Some("enum_violation")),
+        ("cut", Some("invalid_json,truncated")),
+        ("refuse", Some("invalid_json,refusal")),
+        ("fine", None),
+    ] {
+        let got = post(&probity.url("/openai/v1/chat/completions"), request(what)).await;
+        assert_eq!(got.status, 200, "{what}");
+        assert_eq!(got.header("probity-output-reason"), reasons, "{what}");
+        assert_eq!(
+            got.header("probity-output"),
+            Some(if reasons.is_some() {
+                "invalid"
+            } else {
+                "valid"
+            })
+        );
+    }
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    let sample =
+        r#"probity_model_invalid_output_total{task="chat_completions",reason="invalid_json"}"#;
+    assert_eq!(metric_value(&metrics, sample), Some(3.0));
+    // Without response_format and without a route contract: no verdict.
+    let plain =
+        serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "fine"}]})
+            .to_string();
+    let got = post(&probity.url("/openai/v1/chat/completions"), plain).await;
+    assert_eq!(got.header("probity-output"), None);
+}
+
+#[tokio::test]
+async fn an_anthropic_forced_tool_input_is_the_answer() {
+    let upstream = Upstream::start(|_| {
+        Reply::json(
+            200,
+            r#"{"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": "toolu_1", "name": "record", "input": {"answer": "answer", "confidence": "high"}}], "stop_reason": "tool_use", "usage": {"input_tokens": 50, "output_tokens": 20}}"#,
+        )
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &format!(
+            "{}\n[routes.contract]\ntask = \"extract\"\non_invalid = \"degrade\"\ndegraded = '{{\"answer\": \"\", \"error\": \"{{reason}}\"}}'\n",
+            route("anthropic", "/anthropic", &upstream.url(), "anthropic", "")
+        ),
+    ));
+    let request = serde_json::json!({
+        "model": "claude-sonnet-4-5", "max_tokens": 256,
+        "messages": [{"role": "user", "content": "Extract."}],
+        "tools": [{"name": "record", "input_schema": {"type": "object", "properties": {
+            "answer": {"type": "string"}, "confidence": {"type": "number"}}, "required": ["answer", "confidence"]}}],
+        "tool_choice": {"type": "tool", "name": "record"}
+    })
+    .to_string();
+    let got = post(&probity.url("/anthropic/v1/messages"), request).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.header("probity-output-reason"),
+        Some("schema_violation,field_name_echo")
+    );
+    let body = got.json();
+    assert_eq!(body["content"][0]["input"]["answer"], "");
+    assert!(body["content"][0]["input"]["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("model output rejected: "));
+    assert_eq!(body["usage"]["output_tokens"], 20);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_gets_its_verdict_before_the_stream_ends() {
+    let upstream = Upstream::start(|_| {
+        let chunk = |content: &str, finish: &str| {
+            format!(
+                "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{}}},\"finish_reason\":{finish}}}]}}\n\n",
+                serde_json::to_string(content).unwrap()
+            )
+        };
+        let parts = vec![
+            part(Before::Now, chunk("{\"answer\": \"suff", "null")),
+            part(Before::Pause(Duration::from_millis(5)), chunk("icient\", \"sufficient\": true, \"citations\": []}", "\"stop\"")),
+            part(Before::Now, "data: [DONE]\n\n"),
+        ];
+        Reply::stream("text/event-stream", parts)
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &grounded_route("openai", "openai", &upstream, "degrade"),
+    ));
+    let request = serde_json::json!({
+        "model": "m", "stream": true,
+        "messages": [{"role": "user", "content": "{\"question\": \"q\", \"sources\": [{\"id\": \"s1\", \"text\": \"t\"}]}"}]
+    })
+    .to_string();
+    let got = post(&probity.url("/openai/v1/chat/completions"), request).await;
+    assert_eq!(got.status, 200);
+    let text = got.text();
+    assert!(
+        text.ends_with(": probity-output invalid reason=field_name_echo,too_short,citation_missing\n\ndata: [DONE]\n\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("suff"),
+        "degrade does not apply to streams: {text}"
+    );
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    let sample =
+        r#"probity_model_invalid_output_total{task="grounded_answer",reason="citation_missing"}"#;
+    assert_eq!(metric_value(&metrics, sample), Some(1.0));
+}
+
+#[test]
+fn the_example_configuration_is_valid() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/grounded-answer.toml"
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
+        .args(["check-config", path])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
