@@ -251,3 +251,80 @@ async fn the_generation_sdks_accept_normalized_answers_streamed_or_not() {
         serde_json::json!({"text": "The sky is blue.", "input": 26, "output": null})
     );
 }
+
+/// A pydantic `response_format` through a degrading contract: the SDK's
+/// own parser must accept the degraded answer.
+#[tokio::test]
+async fn the_openai_sdk_parses_a_degraded_answer() {
+    if !python_has("openai") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the openai package must be installed in CI (.ci/run)"
+        );
+        eprintln!("python3 -m pip install openai to run this test: skipped");
+        return;
+    }
+    let upstream = Upstream::start(|request| {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        let content = r#"{"answer": "sufficient", "sufficient": true, "citations": [], "uncertainty": []}"#;
+        Reply::json(
+            200,
+            serde_json::json!({
+                "id": "chatcmpl-7", "object": "chat.completion", "created": 1764410400, "model": "llama3.2:3b",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 80, "completion_tokens": 20, "total_tokens": 100}
+            })
+            .to_string(),
+        )
+    })
+    .await;
+    let contract = r#"
+[routes.contract]
+task = "grounded_answer"
+on_invalid = "degrade"
+prose = ["/answer"]
+min_chars = 12
+[routes.contract.citations]
+output = "/citations"
+sources = "/sources"
+required = true
+"#;
+    let routes = format!(
+        "{}{contract}",
+        route("ollama", "/ollama", &upstream.url(), "ollama", "")
+    );
+    let probity = Probity::start(&config("", &routes));
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/contract.py");
+    let url = probity.url("/ollama/v1");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(script)
+            .env("PROBE_BASE_URL", url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(seen["answer"], "");
+    assert_eq!(seen["sufficient"], false);
+    assert_eq!(seen["citations"], serde_json::json!([]));
+    assert_eq!(seen["output"], "invalid");
+    assert_eq!(
+        seen["reasons"],
+        "field_name_echo,too_short,citation_missing"
+    );
+    let reason = seen["uncertainty"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("model output rejected: answer repeats the schema field name"),
+        "{reason}"
+    );
+}
