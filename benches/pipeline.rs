@@ -10,11 +10,13 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::{HeaderMap, Method, StatusCode};
 use probity::config::DialectName;
 use probity::config::{load, DEFAULT_TOML};
-use probity::contract::SchemaCache;
+use probity::config::{CitationsConfig, ContractConfig};
+use probity::contract::{Contract, Requested, SchemaCache};
 use probity::forward::remove_hop_by_hop;
 use probity::inspect::{self, Contracts, Exchange, Verdict};
 use probity::route::RouteTable;
 use std::hint::black_box;
+use std::sync::Arc;
 
 fn route_lookup(c: &mut Criterion) {
     let config = load(DEFAULT_TOML).expect("default config");
@@ -121,10 +123,70 @@ fn embeddings_inspection(c: &mut Criterion) {
     group.finish();
 }
 
+/// A typical grounded answer (about 1 KB) checked against a cached schema
+/// and the grounded-answer route contract.
+fn contract_validation(c: &mut Criterion) {
+    let sources: Vec<serde_json::Value> = (1..=4)
+        .map(|i| serde_json::json!({"id": format!("s{i}"), "text": format!("Source {i}: Rayleigh scattering makes short wavelengths scatter more, so the sky looks blue.")}))
+        .collect();
+    let prompt =
+        serde_json::json!({"question": "Why is the sky blue?", "sources": sources}).to_string();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "maxLength": 3000},
+            "sufficient": {"type": "boolean"},
+            "citations": {"type": "array", "items": {"type": "string"}},
+            "quotes": {"type": "array", "items": {"type": "string"}},
+            "confidence": {"enum": ["low", "medium", "high"]}
+        },
+        "required": ["answer", "sufficient", "citations"],
+        "additionalProperties": false
+    });
+    let answer = serde_json::json!({
+        "answer": "The sky looks blue because air molecules scatter short (blue) wavelengths of sunlight much more strongly than long (red) ones. This is Rayleigh scattering: its strength grows with the inverse fourth power of the wavelength, so blue light is scattered about five times more than red and reaches the eye from every direction of the sky. At sunset the light crosses far more air, the blue is scattered away before it arrives, and the remaining light looks red and orange. Violet is scattered even more than blue, but sunlight holds less of it and our eyes are less sensitive to it, so the sky looks blue rather than violet.",
+        "sufficient": true,
+        "citations": ["s1", "s3"],
+        "quotes": ["Rayleigh scattering makes short wavelengths scatter more"],
+        "confidence": "high"
+    })
+    .to_string();
+    let config = Arc::new(ContractConfig {
+        task: "grounded_answer".into(),
+        prose: vec!["/answer".into()],
+        min_chars: 12,
+        max_chars: 3000,
+        citations: Some(CitationsConfig {
+            output: "/citations".into(),
+            sources: "/sources".into(),
+            required: true,
+            quotes: Some("/quotes".into()),
+        }),
+        ..ContractConfig::default()
+    });
+    let cache = SchemaCache::new(16);
+    let contract = Contract::resolve(
+        Requested::Schema(schema),
+        Some(&config),
+        "ollama_generate",
+        Some(prompt),
+        &cache,
+    )
+    .expect("a contract");
+    assert!(contract.judge_text(&answer, false, false).valid());
+    let mut group = c.benchmark_group("contract");
+    group.throughput(Throughput::Bytes(answer.len() as u64));
+    group.bench_function("grounded answer, cached schema", |b| {
+        b.iter(|| contract.judge_text(black_box(&answer), false, false))
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     route_lookup,
     header_filtering,
-    embeddings_inspection
+    embeddings_inspection,
+    contract_validation
 );
 criterion_main!(benches);
