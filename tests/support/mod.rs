@@ -11,6 +11,8 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod fixtures;
+
 use std::convert::Infallible;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
