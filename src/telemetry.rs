@@ -25,6 +25,7 @@ pub const TOKENS_TOTAL: &str = "probity_tokens_total";
 pub const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 pub const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
 pub const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
+pub const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -86,6 +87,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     describe_counter!(
         MODEL_INVALID_OUTPUT_TOTAL,
         "Model answers that broke their output contract, by task and reason (one per reason)."
+    );
+    describe_counter!(
+        MODEL_OUTPUTS_TOTAL,
+        "Model answers judged against an output contract, by task and verdict (valid, invalid)."
     );
     describe_counter!(
         UNINSPECTED_TOTAL,
@@ -237,6 +242,12 @@ pub fn stream_first_byte(record: &RequestRecord) {
         .to_string();
     histogram!(TIME_TO_FIRST_BYTE_SECONDS, "route" => route)
         .record(record.started.elapsed().as_secs_f64());
+}
+
+/// A model's answer was judged against its output contract.
+pub fn output_judged(task: &str, valid: bool) {
+    let verdict = if valid { "valid" } else { "invalid" };
+    counter!(MODEL_OUTPUTS_TOTAL, "task" => task.to_string(), "verdict" => verdict).increment(1);
 }
 
 /// A model's answer broke its output contract: one count per reason.

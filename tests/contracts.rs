@@ -111,6 +111,8 @@ async fn the_small_model_answer_is_annotated_counted_and_captured() {
         );
         assert_eq!(metric_value(&metrics, &sample), Some(1.0), "{reason}");
     }
+    let invalid = r#"probity_model_outputs_total{task="grounded_answer",verdict="invalid"}"#;
+    assert_eq!(metric_value(&metrics, invalid), Some(1.0));
     let listing = get(&probity.admin_url("/captures")).await.json();
     assert_eq!(listing["captures"][0]["outcome"], "output_invalid");
     assert_eq!(
@@ -125,6 +127,8 @@ async fn the_small_model_answer_is_annotated_counted_and_captured() {
     assert_eq!(got.header("probity-output"), Some("valid"));
     assert_eq!(got.header("probity-output-reason"), None);
     assert_eq!(got.header("probity-capture"), None);
+    let valid = r#"probity_model_outputs_total{task="grounded_answer",verdict="valid"}"#;
+    assert_eq!(probity.metric(valid).await, Some(1.0));
 }
 
 #[tokio::test]

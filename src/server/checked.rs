@@ -218,6 +218,7 @@ impl CheckedStream {
             return;
         };
         let verdict = contract.judge_text(&answer.text, answer.truncated, answer.refusal);
+        telemetry::output_judged(&contract.task, verdict.valid());
         let line = if verdict.valid() {
             ": probity-output valid\n\n".to_string()
         } else {

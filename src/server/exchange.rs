@@ -194,6 +194,9 @@ async fn exchange(
     if normalized {
         telemetry::figures_normalized(name, request_id, &checked.judgement.malformed);
     }
+    if let Some(output) = &checked.output {
+        telemetry::output_judged(&output.task, output.verdict.valid());
+    }
     let invalid = checked.output.as_ref().filter(|o| !o.verdict.valid());
     if let Some(output) = invalid {
         telemetry::output_invalid(&output.task, request_id, &output.verdict.reasons);
