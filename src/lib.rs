@@ -9,6 +9,7 @@
 //! every fault to one HTTP error shape, `telemetry` logs and counts.
 
 pub mod admin;
+pub mod batch;
 pub mod capture;
 pub mod cli;
 pub mod config;

@@ -26,6 +26,8 @@ pub const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 pub const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
 pub const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
 pub const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
+pub const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
+pub const CHUNKS_TOTAL: &str = "probity_chunks_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -92,6 +94,11 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         MODEL_OUTPUTS_TOTAL,
         "Model answers judged against an output contract, by task and verdict (valid, invalid)."
     );
+    describe_counter!(
+        CHUNKED_REQUESTS_TOTAL,
+        "Embedding batches split into chunks."
+    );
+    describe_counter!(CHUNKS_TOTAL, "Chunks sent for split embedding batches.");
     describe_counter!(
         UNINSPECTED_TOTAL,
         "Responses passed unchecked because the request could not be read, by reason."
@@ -262,4 +269,10 @@ pub fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static 
         reasons = %reasons.join(","),
         "model output invalid"
     );
+}
+
+/// An embedding batch was split into `chunks` requests.
+pub fn chunked(route: &str, chunks: usize) {
+    counter!(CHUNKED_REQUESTS_TOTAL, "route" => route.to_string()).increment(1);
+    counter!(CHUNKS_TOTAL, "route" => route.to_string()).increment(chunks as u64);
 }

@@ -134,6 +134,7 @@ fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
                 Outcome::OutputInvalid(reasons) => {
                     ("output_invalid", Vec::new(), None, reasons.clone())
                 }
+                Outcome::Stitched(pointers) => ("stitched", pointers.clone(), None, Vec::new()),
             };
             serde_json::json!({
                 "request_id": c.request_id,
@@ -158,8 +159,21 @@ fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
     response
 }
 
-/// The verbatim upstream body; status and headers beside it.
+/// The verbatim upstream body; status and headers beside it. A stitched
+/// batch's capture is the list of its chunks' answers, as JSON.
 fn verbatim(capture: &Capture) -> Response<Full<Bytes>> {
+    if let Outcome::Stitched(_) = capture.outcome {
+        let mut response = text(StatusCode::OK, String::new());
+        *response.body_mut() = Full::new(capture.body.clone().unwrap_or_default());
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response.headers_mut().insert(
+            HeaderName::from_static("probity-capture-shape"),
+            HeaderValue::from_static("chunks"),
+        );
+        return response;
+    }
     let body = capture.body.clone().unwrap_or_default();
     let mut response = Response::new(Full::new(body));
     let headers = response.headers_mut();

@@ -26,6 +26,9 @@ pub enum Outcome {
     Cut(&'static str),
     /// The model's answer broke its output contract, for these reasons.
     OutputInvalid(Vec<&'static str>),
+    /// A chunked batch, stitched; these pointers became `null`. The body is
+    /// every chunk's verbatim answer, as a JSON list.
+    Stitched(Vec<String>),
 }
 
 /// One captured exchange.

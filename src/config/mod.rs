@@ -96,6 +96,11 @@ pub struct RouteConfig {
     pub max_response_bytes: u64,
     /// `[routes.contract]`: what a usable answer is, beyond a schema.
     pub contract: Option<ContractConfig>,
+    /// Embedding requests with more inputs are split into chunks of this
+    /// many; absent: no chunking.
+    pub max_batch_inputs: Option<u64>,
+    /// Chunks of one request in flight at once.
+    pub max_chunk_concurrency: u64,
 }
 
 /// The degraded answer when a route configures none.
@@ -177,6 +182,8 @@ impl Default for RouteConfig {
             idle_timeout_ms: 30_000,
             max_response_bytes: 64 * 1024 * 1024,
             contract: None,
+            max_batch_inputs: None,
+            max_chunk_concurrency: 4,
         }
     }
 }

@@ -223,7 +223,14 @@ impl RouteConfig {
                 );
             }
         }
+        if self.max_batch_inputs == Some(0) {
+            problem(
+                "max_batch_inputs",
+                "must be greater than 0 (leave it out for no chunking)".into(),
+            );
+        }
         for (key, value) in [
+            ("max_chunk_concurrency", self.max_chunk_concurrency),
             ("connect_timeout_ms", self.connect_timeout_ms),
             ("timeout_ms", self.timeout_ms),
             ("idle_timeout_ms", self.idle_timeout_ms),

@@ -106,6 +106,16 @@ impl Upstream {
 
     /// The upstream URI for a request: scheme and host from the route alone,
     /// then the base path, the rest of the client's path, and its query.
+    /// The path a request is sent to upstream: the base path, then `rest`.
+    pub fn path(&self, rest: &str) -> String {
+        let path = format!("{}{rest}", self.url.base_path);
+        if path.is_empty() {
+            "/".into()
+        } else {
+            path
+        }
+    }
+
     fn uri(&self, rest: &str, query: Option<&str>) -> Result<Uri, http::Error> {
         let mut path = String::with_capacity(self.url.base_path.len() + rest.len() + 1);
         path.push_str(&self.url.base_path);
@@ -176,6 +186,8 @@ pub fn upstream_request(
     // body is already here: there is nothing left to wait for.
     headers.remove(HOST);
     headers.remove(EXPECT);
+    // hyper sets the length of the body actually sent (a chunk's is its own).
+    headers.remove(CONTENT_LENGTH);
     // Inspection needs plain bytes, so ask for no compression.
     headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     headers.insert(X_REQUEST_ID, request_id.clone());

@@ -48,6 +48,7 @@ const MESSAGES: Endpoint = Endpoint {
         },
     }),
     output: Some(OUTPUT),
+    batch: None,
 };
 
 /// A forced tool's `input` is the answer; without one, the text.

@@ -3,6 +3,7 @@
 //! non-negative finite number is well-formed there.
 
 use super::{Dialect, Endpoint, Response};
+use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::inspect::json::Object;
@@ -25,6 +26,10 @@ const EMBED_V1: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["texts", "inputs", "images"],
+        vectors: Vectors::Cohere,
+    }),
 };
 
 const EMBED: Endpoint = Endpoint {
@@ -33,6 +38,10 @@ const EMBED: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["texts", "inputs", "images"],
+        vectors: Vectors::Cohere,
+    }),
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -46,6 +55,7 @@ const RERANK: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: None,
 };
 
 impl Dialect for Cohere {

@@ -2,6 +2,7 @@
 //! `/v1/rerank` (which echoes documents by default).
 
 use super::{Dialect, Endpoint, Response};
+use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::inspect::json::Object;
@@ -20,6 +21,10 @@ const EMBEDDINGS: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["input"],
+        vectors: Vectors::OpenAiData,
+    }),
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -28,6 +33,7 @@ const RERANK: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: None,
 };
 
 impl Dialect for Jina {

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Method, StatusCode};
 
+use crate::batch::BatchSpec;
 use crate::config::{ContractConfig, DialectName};
 use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
@@ -93,6 +94,8 @@ pub struct Endpoint {
     pub stream: Option<StreamSpec>,
     /// Where the model's answers are, for output contracts.
     pub output: Option<OutputSpec>,
+    /// Where the inputs and vectors are, for splitting large batches.
+    pub batch: Option<BatchSpec>,
 }
 
 /// A streamed endpoint: its framing and a judge made from the request.

@@ -4,6 +4,7 @@
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
+use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
@@ -23,6 +24,10 @@ const EMBED: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["input"],
+        vectors: Vectors::Member("embeddings"),
+    }),
 };
 
 /// Generation figures sit on the final (`done: true`) object.
@@ -51,6 +56,7 @@ const CHAT: Endpoint = Endpoint {
         },
     }),
     output: Some(CHAT_OUTPUT),
+    batch: None,
 };
 
 const GENERATE: Endpoint = Endpoint {
@@ -69,6 +75,7 @@ const GENERATE: Endpoint = Endpoint {
         },
     }),
     output: Some(GENERATE_OUTPUT),
+    batch: None,
 };
 
 const CHAT_OUTPUT: OutputSpec = OutputSpec {
@@ -191,6 +198,7 @@ const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: None,
 };
 
 impl Dialect for Ollama {

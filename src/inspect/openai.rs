@@ -4,6 +4,7 @@
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
+use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
@@ -25,6 +26,10 @@ pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["input"],
+        vectors: Vectors::OpenAiData,
+    }),
 };
 
 /// Figures of `/v1/chat/completions` and `/v1/completions`.
@@ -46,6 +51,7 @@ pub(super) const CHAT: Endpoint = Endpoint {
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, false)?))),
     }),
     output: Some(OUTPUT),
+    batch: None,
 };
 
 /// Chat answers: each choice's `message.content`; the contract from
@@ -66,6 +72,7 @@ const COMPLETIONS: Endpoint = Endpoint {
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?))),
     }),
     output: None,
+    batch: None,
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -74,6 +81,7 @@ const RERANK: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: None,
 };
 
 impl Dialect for OpenAi {

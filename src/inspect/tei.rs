@@ -3,6 +3,7 @@
 //! are response headers.
 
 use super::{Dialect, Endpoint, Response};
+use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::HeaderFigure;
 use crate::inspect::json::Object;
@@ -47,6 +48,10 @@ const EMBED: Endpoint = Endpoint {
     header_figures: HEADERS,
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["inputs"],
+        vectors: Vectors::Root,
+    }),
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -55,6 +60,7 @@ const RERANK: Endpoint = Endpoint {
     header_figures: HEADERS,
     stream: None,
     output: None,
+    batch: None,
 };
 
 const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
@@ -63,6 +69,10 @@ const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     header_figures: HEADERS,
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["input"],
+        vectors: Vectors::OpenAiData,
+    }),
 };
 
 impl Dialect for Tei {

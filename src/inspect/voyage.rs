@@ -3,6 +3,7 @@
 //! as strings).
 
 use super::{Dialect, Endpoint, Response};
+use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::inspect::json::Object;
@@ -18,6 +19,10 @@ const EMBEDDINGS: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: Some(BatchSpec {
+        inputs: &["input"],
+        vectors: Vectors::OpenAiData,
+    }),
 };
 
 const RERANK: Endpoint = Endpoint {
@@ -26,6 +31,7 @@ const RERANK: Endpoint = Endpoint {
     header_figures: &[],
     stream: None,
     output: None,
+    batch: None,
 };
 
 impl Dialect for Voyage {

@@ -26,6 +26,9 @@ pub struct Route {
     pub max_response_bytes: u64,
     /// The route's output contract, for what a schema cannot say.
     pub contract: Option<Arc<ContractConfig>>,
+    /// Embedding batches above this many inputs are chunked.
+    pub max_batch_inputs: Option<usize>,
+    pub max_chunk_concurrency: usize,
 }
 
 /// What matched: the route and the rest of the path after its prefix.
@@ -108,6 +111,11 @@ impl RouteTable {
             idle_timeout: Duration::from_millis(route.idle_timeout_ms),
             max_response_bytes: route.max_response_bytes,
             contract: route.contract.clone().map(Arc::new),
+            max_batch_inputs: route
+                .max_batch_inputs
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            max_chunk_concurrency: usize::try_from(route.max_chunk_concurrency)
+                .unwrap_or(usize::MAX),
         })
     }
 

@@ -292,7 +292,7 @@ impl CheckedStream {
             body_bytes: self.upstream_bytes,
         });
         self.cut = match outcome {
-            Outcome::Normalized(_) | Outcome::OutputInvalid(_) => None,
+            Outcome::Normalized(_) | Outcome::OutputInvalid(_) | Outcome::Stitched(_) => None,
             other => Some(other),
         };
     }

@@ -27,8 +27,10 @@ use tokio::time::Instant;
 
 use super::body::{Payload, ResponseBody};
 use super::checked::{CheckedStream, StreamContext};
+use super::chunks;
 use super::request_id::request_id;
 use super::Shared;
+use crate::batch;
 use crate::capture::{Capture, Outcome};
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, remove_hop_by_hop, Fetched, X_REQUEST_ID};
@@ -91,6 +93,29 @@ async fn exchange(
     let route: &Route = matched.route;
     record.route = Some(route.name.clone());
     let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
+
+    // A batch larger than the provider takes goes out as chunks.
+    if let (Some(max), true) = (route.max_batch_inputs, parts.method == Method::POST) {
+        let path = route.upstream.path(matched.rest);
+        let endpoint = route.dialect.endpoint(&path).filter(|e| e.batch.is_some());
+        if let Some((endpoint, spec)) = endpoint.and_then(|e| e.batch.map(|b| (e, b))) {
+            if let Some(bodies) = batch::split(&body, &spec, max) {
+                let route = matched.route;
+                return chunks::send(
+                    shared,
+                    route,
+                    &parts,
+                    matched.rest,
+                    path,
+                    endpoint,
+                    spec,
+                    bodies,
+                    record,
+                )
+                .await;
+            }
+        }
+    }
 
     // Upstream request.
     let upstream_request = forward::upstream_request(
@@ -296,7 +321,7 @@ async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<By
 
 /// The client's response: the upstream's status and headers, minus the
 /// hop-by-hop ones, plus the request id.
-fn respond(
+pub(super) fn respond(
     upstream: response::Parts,
     request_id: &HeaderValue,
     payload: Payload,

@@ -8,6 +8,7 @@
 
 mod body;
 mod checked;
+mod chunks;
 mod exchange;
 mod request_id;
 
