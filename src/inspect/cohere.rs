@@ -7,7 +7,7 @@ use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::inspect::json::Object;
-use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
+use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 
 pub(super) struct Cohere;
 
@@ -160,18 +160,7 @@ fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> Result<(), 
 /// `results` point at distinct documents; v1 echoes `document: {text}` when
 /// `return_documents` is set (it defaults to false).
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let echo = if invariants::flag(request, "return_documents", false)? {
-        Echo::Required(Document::Object)
-    } else {
-        Echo::Unchecked
-    };
-    let expect = Ranking {
-        documents: invariants::count_array(request, "documents")?,
-        limit: invariants::optional_count(request, "top_n")?,
-        score: "relevance_score",
-        document: "document",
-        echo,
-    };
+    let expect = invariants::document_ranking(request, "top_n", false, Document::Object)?;
     invariants::ranking("results", response.object()?.get("results"), expect)?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::inspect::json::Object;
-use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
+use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 
 pub(super) struct Jina;
 
@@ -77,18 +77,7 @@ fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault
 }
 
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let echo = if invariants::flag(request, "return_documents", true)? {
-        Echo::Required(Document::Object)
-    } else {
-        Echo::Unchecked
-    };
-    let expect = Ranking {
-        documents: invariants::count_array(request, "documents")?,
-        limit: invariants::optional_count(request, "top_n")?,
-        score: "relevance_score",
-        document: "document",
-        echo,
-    };
+    let expect = invariants::document_ranking(request, "top_n", true, Document::Object)?;
     invariants::ranking("results", response.object()?.get("results"), expect)?;
     Ok(())
 }

@@ -349,11 +349,8 @@ fn completions(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
 /// objects when they are echoed at all (llama.cpp does not).
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     let expect = Ranking {
-        documents: invariants::count_array(request, "documents")?,
-        limit: invariants::optional_count(request, "top_n")?,
-        score: "relevance_score",
-        document: "document",
         echo: Echo::Optional(Document::Object),
+        ..invariants::document_ranking(request, "top_n", false, Document::Object)?
     };
     invariants::ranking("results", response.object()?.get("results"), expect)?;
     Ok(())

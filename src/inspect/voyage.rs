@@ -7,7 +7,7 @@ use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::inspect::json::Object;
-use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking, INT8, UINT8};
+use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 
 pub(super) struct Voyage;
 
@@ -85,18 +85,7 @@ fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault
 }
 
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let echo = if invariants::flag(request, "return_documents", false)? {
-        Echo::Required(Document::String)
-    } else {
-        Echo::Unchecked
-    };
-    let expect = Ranking {
-        documents: invariants::count_array(request, "documents")?,
-        limit: invariants::optional_count(request, "top_k")?,
-        score: "relevance_score",
-        document: "document",
-        echo,
-    };
+    let expect = invariants::document_ranking(request, "top_k", false, Document::String)?;
     invariants::ranking("data", response.object()?.get("data"), expect)?;
     Ok(())
 }

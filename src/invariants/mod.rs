@@ -416,6 +416,29 @@ pub struct Ranking {
     pub echo: Echo,
 }
 
+/// What the usual rerank request asks for: its `documents`, a limit
+/// (`top_n`, or Voyage's `top_k`), and with `return_documents` (whose
+/// default differs by provider) an echo of each document in `form`.
+pub fn document_ranking(
+    request: &Object<'_>,
+    limit: &str,
+    echoed_by_default: bool,
+    form: Document,
+) -> Result<Ranking, Fault> {
+    let echo = if flag(request, "return_documents", echoed_by_default)? {
+        Echo::Required(form)
+    } else {
+        Echo::Unchecked
+    };
+    Ok(Ranking {
+        documents: count_array(request, "documents")?,
+        limit: optional_count(request, limit)?,
+        score: "relevance_score",
+        document: "document",
+        echo,
+    })
+}
+
 /// Checks ranked results: at most `limit` and `documents` of them, each an
 /// object whose index points at a distinct document, with a finite score
 /// and, when echoed, a document of the right form.
