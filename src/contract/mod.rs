@@ -89,7 +89,11 @@ pub struct OutputSpec {
     pub task: &'static str,
     pub requested: fn(&crate::inspect::json::Object<'_>) -> Requested,
     pub prompt: fn(&crate::inspect::json::Object<'_>) -> Option<String>,
-    pub answers: for<'a> fn(&crate::inspect::json::Object<'a>) -> Vec<Answer<'a>>,
+    /// The answers of a response (the request says which tool was forced).
+    pub answers: for<'a> fn(
+        &crate::inspect::json::Object<'_>,
+        &crate::inspect::json::Object<'a>,
+    ) -> Vec<Answer<'a>>,
 }
 
 /// An answer gathered from a stream's deltas.
@@ -232,6 +236,7 @@ impl Contract {
     fn judge_one(&self, answer: &Answer<'_>, verdict: &mut OutputVerdict) {
         let value = match answer.content {
             None => None,
+            Some(json) if json.is_null() => None,
             // A forced tool's input is JSON already.
             Some(json) if json.kind() != crate::inspect::json::Kind::String => {
                 serde_json::from_str(json.text()).ok()
@@ -297,7 +302,7 @@ impl Contract {
             })
             .unwrap_or_default();
         let mut strings = Vec::new();
-        free_strings(value, "", self.schema.as_deref(), &mut strings);
+        free_strings(value, self.schema.as_deref(), &mut strings);
         for text in strings {
             let folded = text.trim().to_lowercase();
             if names.contains(&folded) {
@@ -391,21 +396,45 @@ fn parse_answer(text: &str) -> Option<Value> {
 }
 
 /// Every string in `value` that is free text: one whose schema (if any)
-/// sets no `enum` or `const`.
-fn free_strings<'v>(
-    value: &'v Value,
-    _at: &str,
-    schema: Option<&Compiled>,
-    out: &mut Vec<&'v str>,
-) {
-    fn walk<'v>(value: &'v Value, sub: Option<&Value>, out: &mut Vec<&'v str>) {
+/// sets no `enum` or `const`, looked up through `$ref` (pydantic puts its
+/// enums in `$defs`) and single-schema `allOf`/`anyOf` wrappers.
+fn free_strings<'v>(value: &'v Value, schema: Option<&Compiled>, out: &mut Vec<&'v str>) {
+    fn resolve<'s>(mut sub: &'s Value, root: &'s Value) -> &'s Value {
+        for _ in 0..8 {
+            if let Some(reference) = sub.get("$ref").and_then(Value::as_str) {
+                match reference.strip_prefix('#').and_then(|p| root.pointer(p)) {
+                    Some(target) => sub = target,
+                    None => break,
+                }
+            } else if let Some(only) = ["allOf", "anyOf", "oneOf"].iter().find_map(|k| {
+                sub.get(*k)
+                    .and_then(Value::as_array)
+                    .filter(|a| a.len() == 1)
+            }) {
+                sub = &only[0];
+            } else {
+                break;
+            }
+        }
+        sub
+    }
+    fn walk<'v>(
+        value: &'v Value,
+        sub: Option<&Value>,
+        root: Option<&Value>,
+        out: &mut Vec<&'v str>,
+    ) {
+        let sub = match (sub, root) {
+            (Some(sub), Some(root)) => Some(resolve(sub, root)),
+            _ => sub,
+        };
         let constrained = sub.is_some_and(|s| s.get("enum").is_some() || s.get("const").is_some());
         match value {
             Value::String(text) if !constrained => out.push(text),
             Value::Array(items) => {
                 let item_schema = sub.and_then(|s| s.get("items"));
                 for item in items {
-                    walk(item, item_schema, out);
+                    walk(item, item_schema, root, out);
                 }
             }
             Value::Object(members) => {
@@ -413,13 +442,14 @@ fn free_strings<'v>(
                     let member_schema = sub
                         .and_then(|s| s.get("properties"))
                         .and_then(|p| p.get(key));
-                    walk(member, member_schema, out);
+                    walk(member, member_schema, root, out);
                 }
             }
             _ => {}
         }
     }
-    walk(value, schema.map(|s| s.schema()), out);
+    let root = schema.map(|s| s.schema());
+    walk(value, root, root, out);
 }
 
 /// The `(id, text)` sources in the prompt document at `pointer`.

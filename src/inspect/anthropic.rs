@@ -39,9 +39,11 @@ const MESSAGES: Endpoint = Endpoint {
     header_figures: &[],
     stream: Some(StreamSpec {
         framing: Framing::Sse,
-        start: |_| {
+        start: |request| {
             Ok(Box::new(Events {
                 blocks: Vec::new(),
+                forced: forced_tool(request),
+                forced_block: None,
                 text: StreamedAnswer::default(),
                 tool: StreamedAnswer::default(),
             }))
@@ -61,8 +63,9 @@ const OUTPUT: OutputSpec = OutputSpec {
 
 /// `tool_choice: {"type": "tool", "name": X}` forces tool X: its
 /// `input_schema` is the contract.
-fn forced_tool_schema(request: &Object<'_>) -> Requested {
-    let forced = request
+/// The tool that `tool_choice: {"type": "tool", "name": X}` forces.
+fn forced_tool(request: &Object<'_>) -> Option<String> {
+    request
         .present("tool_choice")
         .and_then(|c| c.object())
         .filter(|c| c.get("type").and_then(|t| t.string()).as_deref() == Some("tool"))
@@ -70,8 +73,11 @@ fn forced_tool_schema(request: &Object<'_>) -> Requested {
             c.get("name")
                 .and_then(|n| n.string())
                 .map(|n| n.into_owned())
-        });
-    let Some(name) = forced else {
+        })
+}
+
+fn forced_tool_schema(request: &Object<'_>) -> Requested {
+    let Some(name) = forced_tool(request) else {
         return Requested::Nothing;
     };
     let tools = request
@@ -87,19 +93,30 @@ fn forced_tool_schema(request: &Object<'_>) -> Requested {
         .map_or(Requested::Json, Requested::Schema)
 }
 
-fn message_answer<'a>(response: &Object<'a>) -> Vec<Answer<'a>> {
+/// The forced tool's `input` (the block of that name, not merely the first
+/// tool call); without a forced tool, the first text block.
+fn message_answer<'a>(request: &Object<'_>, response: &Object<'a>) -> Vec<Answer<'a>> {
     let blocks = response
         .present("content")
         .and_then(|c| c.objects())
         .unwrap_or_default();
-    let of_type = |kind: &str| {
-        blocks
+    let text =
+        |b: &Object<'_>, key: &str| b.get(key).and_then(|t| t.string()).map(|t| t.into_owned());
+    let content = match forced_tool(request) {
+        Some(name) => blocks
             .iter()
             .flatten()
-            .find(|b| b.get("type").and_then(|t| t.string()).as_deref() == Some(kind))
-            .map(|b| b.get(if kind == "tool_use" { "input" } else { "text" }))
+            .find(|b| {
+                text(b, "type").as_deref() == Some("tool_use")
+                    && text(b, "name") == Some(name.clone())
+            })
+            .and_then(|b| b.get("input")),
+        None => blocks
+            .iter()
+            .flatten()
+            .find(|b| text(b, "type").as_deref() == Some("text"))
+            .and_then(|b| b.get("text")),
     };
-    let content = of_type("tool_use").or_else(|| of_type("text")).flatten();
     let stop = response.get("stop_reason").and_then(|s| s.string());
     vec![Answer {
         content,
@@ -114,7 +131,10 @@ fn message_answer<'a>(response: &Object<'a>) -> Vec<Answer<'a>> {
 /// pass as they came.
 struct Events {
     blocks: Vec<u64>,
-    /// Text deltas and, separately, a tool's `input_json_delta`s.
+    /// The forced tool, and the index of its `tool_use` block once started.
+    forced: Option<String>,
+    forced_block: Option<u64>,
+    /// Text deltas and, separately, the forced tool's `input_json_delta`s.
     text: StreamedAnswer,
     tool: StreamedAnswer,
 }
@@ -159,12 +179,22 @@ impl EventCheck for Events {
                             .and_then(|s| s.string())
                             .map(|s| s.into_owned())
                     });
-                self.text.truncated |= stop.as_deref() == Some("max_tokens");
-                self.text.refusal |= stop.as_deref() == Some("refusal");
+                for answer in [&mut self.text, &mut self.tool] {
+                    answer.truncated |= stop.as_deref() == Some("max_tokens");
+                    answer.refusal |= stop.as_deref() == Some("refusal");
+                }
                 Ok(Some(figures::judge(data, &body, DELTA_FIGURES)))
             }
             "content_block_start" => {
-                self.blocks.push(block_index(&body, name)?);
+                let index = block_index(&body, name)?;
+                self.blocks.push(index);
+                let block = body.present("content_block").and_then(|b| b.object());
+                let tool = block
+                    .as_ref()
+                    .and_then(|b| b.get("name").and_then(|n| n.string()));
+                if self.forced.is_some() && tool.as_deref() == self.forced.as_deref() {
+                    self.forced_block.get_or_insert(index);
+                }
                 Ok(None)
             }
             _ => {
@@ -174,8 +204,12 @@ impl EventCheck for Events {
                         if let Some(text) = delta.present("text").and_then(|t| t.string()) {
                             self.text.push(&text);
                         }
-                        if let Some(json) = delta.present("partial_json").and_then(|t| t.string()) {
-                            self.tool.push(&json);
+                        if self.forced_block == Some(index) {
+                            if let Some(json) =
+                                delta.present("partial_json").and_then(|t| t.string())
+                            {
+                                self.tool.push(&json);
+                            }
                         }
                     }
                     Ok(None)

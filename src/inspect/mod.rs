@@ -302,7 +302,8 @@ pub fn inspect(
                     let degraded_answer = contract.degraded(&verdict);
                     for answer in answers.iter().filter_map(|a| a.content) {
                         let bytes = match answer.kind() {
-                            json::Kind::String => {
+                            // Text content (or none: `null`) becomes text.
+                            json::Kind::String | json::Kind::Null => {
                                 serde_json::to_string(&degraded_answer).unwrap_or_default()
                             }
                             _ => degraded_answer.clone(),
@@ -347,7 +348,7 @@ fn contract<'a>(
         (spec.prompt)(request),
         contracts.cache,
     )?;
-    Some((contract, (spec.answers)(response)))
+    Some((contract, (spec.answers)(request, response)))
 }
 
 /// A broken payload invariant, e.g. `embedding_count_mismatch`.

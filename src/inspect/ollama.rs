@@ -82,7 +82,7 @@ const CHAT_OUTPUT: OutputSpec = OutputSpec {
     task: "ollama_chat",
     requested: requested_format,
     prompt: super::openai::last_user_message,
-    answers: |response| answer(response, "message"),
+    answers: |_, response| answer(response, "message"),
 };
 
 const GENERATE_OUTPUT: OutputSpec = OutputSpec {
@@ -94,7 +94,7 @@ const GENERATE_OUTPUT: OutputSpec = OutputSpec {
             .and_then(|p| p.string())
             .map(|p| p.into_owned())
     },
-    answers: |response| answer(response, "response"),
+    answers: |_, response| answer(response, "response"),
 };
 
 /// `format`: `"json"`, or a JSON Schema object.

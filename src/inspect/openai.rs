@@ -162,7 +162,7 @@ pub(super) fn last_user_message(request: &Object<'_>) -> Option<String> {
     Some(texts.concat())
 }
 
-fn choice_answers<'a>(response: &Object<'a>) -> Vec<Answer<'a>> {
+fn choice_answers<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<Answer<'a>> {
     let Some(choices) = response.present("choices").and_then(|c| c.objects()) else {
         return Vec::new();
     };
@@ -173,7 +173,8 @@ fn choice_answers<'a>(response: &Object<'a>) -> Vec<Answer<'a>> {
             let message = choice.present("message").and_then(|m| m.object());
             let finish = choice.get("finish_reason").and_then(|f| f.string());
             Answer {
-                content: message.as_ref().and_then(|m| m.present("content")),
+                // `null` content is kept: it is what a degraded answer replaces.
+                content: message.as_ref().and_then(|m| m.get("content")),
                 truncated: finish.as_deref() == Some("length"),
                 refusal: message
                     .as_ref()

@@ -272,6 +272,9 @@ impl CheckedStream {
             None if !self.normalized.is_empty() => {
                 Outcome::Normalized(std::mem::take(&mut self.normalized))
             }
+            None if !self.output_reasons.is_empty() => {
+                Outcome::OutputInvalid(self.output_reasons.clone())
+            }
             None => return,
         };
         let body = self.verbatim.split();
