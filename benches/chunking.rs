@@ -6,7 +6,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,6 +17,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
+
+mod support;
+use support::Probity;
 
 const INPUTS: usize = 1000;
 const LATENCY: Duration = Duration::from_millis(50);
@@ -62,38 +64,13 @@ async fn provider() -> SocketAddr {
     addr
 }
 
-fn start(upstream: SocketAddr) -> (Child, SocketAddr) {
-    let config =
-        std::env::temp_dir().join(format!("probity-chunk-bench-{}.toml", std::process::id()));
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
-             [[routes]]\nname = \"chunked\"\nprefix = \"/chunked\"\nupstream = \"http://{upstream}\"\ndialect = \"openai\"\n\
-             max_batch_inputs = 96\nmax_chunk_concurrency = 4\n\
-             [[routes]]\nname = \"whole\"\nprefix = \"/whole\"\nupstream = \"http://{upstream}\"\ndialect = \"openai\"\n"
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_probity"))
-        .arg("--config")
-        .arg(&config)
-        .env("PROBITY_LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::BufRead;
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("probity exited").unwrap();
-        if line.contains("probity listening") {
-            let json: serde_json::Value = serde_json::from_str(&line).unwrap();
-            break json["proxy"].as_str().unwrap().parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
+fn start(upstream: SocketAddr) -> Probity {
+    Probity::start(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
+         [[routes]]\nname = \"chunked\"\nprefix = \"/chunked\"\nupstream = \"http://{upstream}\"\ndialect = \"openai\"\n\
+         max_batch_inputs = 96\nmax_chunk_concurrency = 4\n\
+         [[routes]]\nname = \"whole\"\nprefix = \"/whole\"\nupstream = \"http://{upstream}\"\ndialect = \"openai\"\n"
+    ))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +79,8 @@ async fn main() {
         return;
     }
     let upstream = provider().await;
-    let (mut child, addr) = start(upstream);
+    let probity = start(upstream);
+    let addr = probity.addr;
     let client: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let inputs: Vec<String> = (0..INPUTS).map(|i| format!("document {i}")).collect();
@@ -138,6 +116,5 @@ async fn main() {
             times[2], times[0], times[4]
         );
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(probity);
 }

@@ -14,7 +14,6 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -30,6 +29,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+
+mod support;
+use support::Probity;
 
 const EVENTS: usize = 200;
 const PACE: Duration = Duration::from_millis(5);
@@ -100,64 +102,14 @@ async fn upstream(events: usize, pace: Duration, stamps: Arc<Mutex<Vec<Instant>>
     addr
 }
 
-struct Probity {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Probity {
-    fn start(upstream: SocketAddr) -> Self {
-        // PROBITY_BENCH_DIALECT=passthrough measures the relay alone.
-        let dialect = std::env::var("PROBITY_BENCH_DIALECT").unwrap_or_else(|_| "openai".into());
-        let config =
-            std::env::temp_dir().join(format!("probity-bench-{}.toml", std::process::id()));
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nmax_connections = 8192\n\
-                 [[routes]]\nname = \"bench\"\nprefix = \"/bench\"\nupstream = \"http://{upstream}\"\ndialect = \"{dialect}\"\n"
-            ),
-        )
-        .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_probity"))
-            .arg("--config")
-            .arg(&config)
-            .env("PROBITY_LOG_FORMAT", "json")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::BufRead;
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let addr = loop {
-            let line = lines.next().expect("probity exited").unwrap();
-            if line.contains("probity listening") {
-                let json: serde_json::Value = serde_json::from_str(&line).unwrap();
-                break json["proxy"].as_str().unwrap().parse().unwrap();
-            }
-        };
-        // Keep draining its log so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, addr }
-    }
-
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Probity {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The bench configuration: one route to `upstream`. PROBITY_BENCH_DIALECT
+/// = passthrough measures the relay alone.
+fn start(upstream: SocketAddr) -> Probity {
+    let dialect = std::env::var("PROBITY_BENCH_DIALECT").unwrap_or_else(|_| "openai".into());
+    Probity::start(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nmax_connections = 8192\n\
+         [[routes]]\nname = \"bench\"\nprefix = \"/bench\"\nupstream = \"http://{upstream}\"\ndialect = \"{dialect}\"\n"
+    ))
 }
 
 const REQUEST: &str =
@@ -210,7 +162,7 @@ async fn main() {
     }
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let up = upstream(EVENTS, PACE, stamps.clone()).await;
-    let probity = Probity::start(up);
+    let probity = start(up);
 
     println!(
         "== latency: {EVENTS} SSE chat chunks, {} ms apart, 5 runs each",
@@ -260,7 +212,7 @@ async fn main() {
         Arc::new(Mutex::new(Vec::new())),
     )
     .await;
-    let probity = Probity::start(slow);
+    let probity = start(slow);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let idle = probity.rss_kib();
     let url = format!("http://{}/bench/v1/chat/completions", probity.addr);
