@@ -7,14 +7,13 @@
 //! request with its own error; the other chunks are cancelled, and nothing
 //! partial is ever returned.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::{request, response, HeaderMap, HeaderValue, Method, Response, StatusCode};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::body::Payload;
 use super::exchange::{respond, PROBITY_CAPTURE, PROBITY_NORMALIZED};
@@ -42,18 +41,6 @@ struct Answer {
     part: Part,
 }
 
-/// Aborts the chunks still running when the request is done with them,
-/// including when the client goes away and the request is dropped.
-struct Chunks(VecDeque<JoinHandle<Result<Answer, Failure>>>);
-
-impl Drop for Chunks {
-    fn drop(&mut self) {
-        for handle in &self.0 {
-            handle.abort();
-        }
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn send(
     shared: &Shared,
@@ -75,60 +62,77 @@ pub(super) async fn send(
         requests.push((request, body.clone()));
     }
 
-    // At most `max_chunk_concurrency` in flight, started in input order and
-    // awaited oldest first: the first failure met is the first in input
-    // order, and the chunks after it are cancelled or never sent.
+    // At most `max_chunk_concurrency` in flight, started in input order,
+    // refilled as soon as any finishes. Once a chunk fails, nothing more is
+    // started and the chunks after it are cancelled; the ones before it
+    // still finish, since one of them may be the first failure in input
+    // order. The JoinSet aborts whatever is left when dropped (the client
+    // went away, or the request is decided).
     let limit = route.max_chunk_concurrency.max(1);
-    let mut pending = requests.into_iter();
-    let mut in_flight = Chunks(VecDeque::with_capacity(limit));
-    let mut answers = Vec::with_capacity(bodies.len());
+    let total = requests.len();
+    let mut pending = requests.into_iter().enumerate();
+    let mut running: JoinSet<(usize, Result<Answer, Failure>)> = JoinSet::new();
+    let mut handles: Vec<Option<AbortHandle>> = (0..total).map(|_| None).collect();
+    let mut answers: Vec<Option<Answer>> = (0..total).map(|_| None).collect();
+    let mut first_failure: Option<(usize, Failure)> = None;
     loop {
-        while in_flight.0.len() < limit {
-            let Some((request, body)) = pending.next() else {
+        while first_failure.is_none() && running.len() < limit {
+            let Some((index, (request, body))) = pending.next() else {
                 break;
             };
             let (route, path) = (route.clone(), path.clone());
-            in_flight.0.push_back(tokio::spawn(async move {
-                fetch(&route, request, body, &path).await
-            }));
+            handles[index] = Some(
+                running.spawn(async move { (index, fetch(&route, request, body, &path).await) }),
+            );
         }
-        let Some(oldest) = in_flight.0.front_mut() else {
+        let Some(joined) = running.join_next().await else {
             break;
         };
-        let outcome = match oldest.await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Failure::Proxy(ProxyError::from(Violation {
-                invariant: "chunk_failed",
-                message: "a chunk's task ended without an answer".into(),
-            }))),
+        let (index, outcome) = match joined {
+            Ok(joined) => joined,
+            // Only a panic gets here (aborts happen after a failure is known).
+            Err(_) => (
+                total,
+                Err(Failure::Proxy(ProxyError::from(Violation {
+                    invariant: "chunk_failed",
+                    message: "a chunk's task ended without an answer".into(),
+                }))),
+            ),
         };
-        in_flight.0.pop_front();
         match outcome {
-            Ok(answer) => answers.push(answer),
+            Ok(answer) => answers[index] = Some(answer),
             Err(failure) => {
-                drop(in_flight);
-                return match failure {
-                    Failure::Proxy(ProxyError::InvalidResponse(violation)) => {
-                        telemetry::invalid_response(
-                            &route.name,
-                            &record.request_id,
-                            violation.invariant,
-                        );
-                        Err(violation.into())
+                if first_failure
+                    .as_ref()
+                    .map_or(true, |(first, _)| index < *first)
+                {
+                    for handle in handles.iter().skip(index + 1).flatten() {
+                        handle.abort();
                     }
-                    Failure::Proxy(err) => Err(err),
-                    Failure::Upstream(parts, body) => {
-                        record.upstream_status = Some(parts.status);
-                        Ok(respond(
-                            parts,
-                            &record.request_id,
-                            Payload::Whole(Some(body)),
-                        ))
-                    }
-                };
+                    first_failure = Some((index, failure));
+                }
             }
         }
     }
+    drop(running);
+    if let Some((_, failure)) = first_failure {
+        return match failure {
+            Failure::Proxy(ProxyError::InvalidResponse(violation)) => {
+                telemetry::invalid_response(&route.name, &record.request_id, violation.invariant);
+                Err(violation.into())
+            }
+            Failure::Proxy(err) => Err(err),
+            Failure::Upstream(parts, body) => {
+                record.upstream_status = Some(parts.status);
+                Ok(respond(
+                    parts,
+                    &record.request_id,
+                    Payload::Whole(Some(body)),
+                ))
+            }
+        };
+    }
+    let answers: Vec<Answer> = answers.into_iter().flatten().collect();
 
     let parts: Vec<Part> = answers
         .iter()
