@@ -97,20 +97,12 @@ async fn exchange(
     // A batch larger than the provider takes goes out as chunks.
     if let (Some(max), true) = (route.max_batch_inputs, parts.method == Method::POST) {
         let path = route.upstream.path(matched.rest);
-        let endpoint = route.dialect.endpoint(&path).filter(|e| e.batch.is_some());
-        if let Some((endpoint, spec)) = endpoint.and_then(|e| e.batch.map(|b| (e, b))) {
+        let endpoint = route.dialect.endpoint(&path);
+        if let Some((endpoint, spec)) = endpoint.and_then(|e| Some((e, e.batch?))) {
             if let Some(bodies) = batch::split(&body, &spec, max) {
-                let route = matched.route;
+                let (rest, route) = (matched.rest, matched.route);
                 return chunks::send(
-                    shared,
-                    route,
-                    &parts,
-                    matched.rest,
-                    path,
-                    endpoint,
-                    spec,
-                    bodies,
-                    record,
+                    shared, route, &parts, rest, path, endpoint, spec, bodies, record,
                 )
                 .await;
             }
