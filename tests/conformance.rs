@@ -797,23 +797,8 @@ impl Bench {
         // that lags, never for one that moved too far.
         for _ in 0..6 {
             let after = self.metrics().await;
-            let mut lagging = false;
-            wrong = probes
-                .iter()
-                .filter_map(|(name, labels, delta)| {
-                    let labels: Vec<(&str, &str)> =
-                        labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    let moved = measure(&after, name, &labels) - measure(before, name, &labels);
-                    lagging |= moved < *delta;
-                    let sample = labels
-                        .iter()
-                        .map(|(k, v)| format!("{k}=\"{v}\""))
-                        .collect::<Vec<_>>()
-                        .join(",");
-                    (moved != *delta)
-                        .then(|| format!("{name}{{{sample}}} moved by {moved}, want {delta}"))
-                })
-                .collect();
+            let (unmet, lagging) = unmet(before, &after, &probes);
+            wrong = unmet;
             if !lagging {
                 break;
             }
@@ -823,20 +808,9 @@ impl Bench {
     }
 
     fn finish(self, what: &str) {
-        assert!(self.ran > 0, "{what}: no case ran");
-        assert!(
-            self.failures.is_empty(),
-            "{what}: {} failure(s) over {} case(s):\n  - {}",
-            self.failures.len(),
-            self.ran,
-            self.failures.join("\n  - ")
-        );
+        finish(self.ran, &self.failures, what);
     }
 }
-
-/// A counter (summed over the series that carry these labels) and how far a
-/// case must move it (0: not at all).
-type Probe = (&'static str, Vec<(&'static str, String)>, f64);
 
 /// The counters a case must move.
 fn probes(case: &Case) -> Vec<Probe> {

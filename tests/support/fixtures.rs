@@ -323,3 +323,41 @@ pub fn parse_labels(text: &str) -> Vec<(String, String)> {
         }
     }
 }
+
+/// A counter (summed over the series that carry these labels) and how far a
+/// case must move it (0: not at all).
+pub type Probe = (&'static str, Vec<(&'static str, String)>, f64);
+
+/// The probes that did not move by exactly their delta from `before` to
+/// `after`, and whether one moved too little (a counter may move just after
+/// the response, so the caller may read the metrics again).
+pub fn unmet(before: &str, after: &str, probes: &[Probe]) -> (Vec<String>, bool) {
+    let mut lagging = false;
+    let wrong = probes
+        .iter()
+        .filter_map(|(name, labels, delta)| {
+            let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let moved = measure(after, name, &labels) - measure(before, name, &labels);
+            lagging |= moved < *delta;
+            let sample = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .collect::<Vec<_>>()
+                .join(",");
+            (moved != *delta).then(|| format!("{name}{{{sample}}} moved by {moved}, want {delta}"))
+        })
+        .collect();
+    (wrong, lagging)
+}
+
+/// Fails with every failure a runner collected, or when no case ran.
+pub fn finish(ran: usize, failures: &[String], what: &str) {
+    assert!(ran > 0, "{what}: no case ran");
+    assert!(
+        failures.is_empty(),
+        "{what}: {} failure(s) over {} case(s):\n  - {}",
+        failures.len(),
+        ran,
+        failures.join("\n  - ")
+    );
+}
