@@ -1,6 +1,6 @@
 //! The request id: the client's `x-request-id` when it sent a usable one,
 //! otherwise a fresh one. It ties the client's response, the upstream call,
-//! the log line and (later) the capture store together.
+//! the log line and the capture store together.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
