@@ -151,12 +151,7 @@ impl EventCheck for Lines {
         if line.get("error").is_some() {
             return Ok(None); // Ollama's own mid-stream error passes
         }
-        let text = self.text;
-        invariants::member(&line, text, self.kind, "payload_missing", &|| text.into())?;
-        let done = invariants::member(&line, "done", Kind::Bool, "payload_missing", &|| {
-            "done".into()
-        })?;
-        self.done = done.boolean() == Some(true);
+        self.done = shape(&line, self.text, self.kind)?;
         if let Some(Answer {
             content: Some(text),
             truncated,
@@ -241,27 +236,26 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     Ok(())
 }
 
-/// A `message` object and a boolean `done`.
-fn chat(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let root = response.object()?;
-    invariants::member(root, "message", Kind::Object, "payload_missing", &|| {
-        "message".into()
-    })?;
-    invariants::member(root, "done", Kind::Bool, "payload_missing", &|| {
+/// The shape of a chat or generate object, whole or one line of a stream:
+/// its text member (`message` object, `response` string) and a boolean
+/// `done`, whose value it returns.
+fn shape(object: &Object<'_>, text: &'static str, kind: Kind) -> Result<bool, Violation> {
+    invariants::member(object, text, kind, "payload_missing", &|| text.into())?;
+    let done = invariants::member(object, "done", Kind::Bool, "payload_missing", &|| {
         "done".into()
     })?;
+    Ok(done.boolean() == Some(true))
+}
+
+/// A `message` object and a boolean `done`.
+fn chat(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    shape(response.object()?, "message", Kind::Object)?;
     Ok(())
 }
 
 /// A `response` string and a boolean `done`.
 fn generate(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let root = response.object()?;
-    invariants::member(root, "response", Kind::String, "payload_missing", &|| {
-        "response".into()
-    })?;
-    invariants::member(root, "done", Kind::Bool, "payload_missing", &|| {
-        "done".into()
-    })?;
+    shape(response.object()?, "response", Kind::String)?;
     Ok(())
 }
 
