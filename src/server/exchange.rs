@@ -94,15 +94,20 @@ async fn exchange(
     record.route = Some(route.name.clone());
     let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
 
+    // The endpoint this POST is, when the route's dialect checks it.
+    let endpoint = route.upstream.path(matched.rest);
+    let checked = match parts.method {
+        Method::POST => route.dialect.endpoint(&endpoint),
+        _ => None,
+    };
+
     // A batch larger than the provider takes goes out as chunks.
-    if let (Some(max), true) = (route.max_batch_inputs, parts.method == Method::POST) {
-        let path = route.upstream.path(matched.rest);
-        let endpoint = route.dialect.endpoint(&path);
-        if let Some((endpoint, spec)) = endpoint.and_then(|e| Some((e, e.batch?))) {
+    if let (Some(max), Some(checked)) = (route.max_batch_inputs, checked) {
+        if let Some(spec) = checked.batch {
             if let Some(bodies) = batch::split(&body, &spec, max) {
                 let (rest, route) = (matched.rest, matched.route);
                 return chunks::send(
-                    shared, route, &parts, rest, path, endpoint, spec, bodies, record,
+                    shared, route, &parts, rest, endpoint, checked, spec, bodies, record,
                 )
                 .await;
             }
@@ -118,12 +123,11 @@ async fn exchange(
         &record.request_id,
     )
     .map_err(|_| RequestError::BadTarget)?;
-    let endpoint = upstream_request.uri().path().to_string();
-    // A response this dialect checks is read whole, whatever its framing.
-    let checked = parts.method == Method::POST && route.dialect.endpoint(&endpoint).is_some();
 
     // Fetch.
-    let (upstream, bytes) = match forward::fetch(route, upstream_request, checked).await? {
+    // A response this dialect checks is read whole, whatever its framing.
+    let whole = checked.is_some();
+    let (upstream, bytes) = match forward::fetch(route, upstream_request, whole).await? {
         Fetched::Whole(upstream, bytes) => (upstream, bytes),
         Fetched::Stream(upstream, relay) => {
             record.upstream_status = Some(upstream.status);
