@@ -96,7 +96,9 @@ fn embeddings_inspection(c: &mut Criterion) {
     let (request, body) = (Bytes::from(request), Bytes::from(body));
     let method = Method::POST;
     let headers = HeaderMap::new();
-    let dialect = inspect::dialect(DialectName::Openai);
+    let endpoint = inspect::dialect(DialectName::Openai)
+        .endpoint("/v1/embeddings")
+        .expect("OpenAI embeddings are inspected");
     let cache = SchemaCache::new(16);
     let contracts = Contracts {
         config: None,
@@ -104,21 +106,19 @@ fn embeddings_inspection(c: &mut Criterion) {
     };
     let exchange = Exchange {
         method: &method,
-        path: "/v1/embeddings",
-        request_headers: &headers,
         request_body: &request,
         status: StatusCode::OK,
         response_headers: &headers,
         response_body: &body,
     };
     assert!(matches!(
-        inspect::inspect(dialect, &exchange, &contracts),
+        inspect::inspect(endpoint, &exchange, &contracts),
         Verdict::Checked(_)
     ));
     let mut group = c.benchmark_group("inspect");
     group.throughput(Throughput::Bytes(body.len() as u64));
     group.bench_function("openai embeddings 16 x 1536 floats", |b| {
-        b.iter(|| inspect::inspect(dialect, black_box(&exchange), &contracts))
+        b.iter(|| inspect::inspect(endpoint, black_box(&exchange), &contracts))
     });
     group.finish();
 }

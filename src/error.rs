@@ -44,6 +44,10 @@ pub enum ProxyError {
     Forward(#[from] ForwardError),
     #[error(transparent)]
     InvalidResponse(#[from] Violation),
+    /// probity's own fault (a panic caught while serving the request): never
+    /// the provider's, so never counted against it.
+    #[error("probity failed while handling this request: {what}")]
+    Internal { what: String },
 }
 
 /// Seconds a client should wait before retrying an overloaded proxy.
@@ -60,6 +64,7 @@ impl ProxyError {
             ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
+            ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -77,6 +82,7 @@ impl ProxyError {
             ProxyError::Forward(ForwardError::Reset { .. }) => "upstream_reset",
             ProxyError::Forward(ForwardError::TooLarge { .. }) => "upstream_response_too_large",
             ProxyError::InvalidResponse(_) => "provider_invalid_response",
+            ProxyError::Internal { .. } => "internal_error",
         }
     }
 
@@ -141,6 +147,10 @@ impl ProxyError {
                 "the provider's response broke the invariant {}: {}; the response was \
                  not passed on. Retry, or report it to the provider",
                 violation.invariant, violation.message
+            ),
+            ProxyError::Internal { .. } => format!(
+                "{self}; this is a fault in probity, not in the provider: retry the request, \
+                 and report it with this request id and probity's log (route {route})"
             ),
         }
     }

@@ -28,6 +28,7 @@ pub const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total
 pub const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
 pub const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
 pub const CHUNKS_TOTAL: &str = "probity_chunks_total";
+pub const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -99,6 +100,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         "Embedding batches split into chunks."
     );
     describe_counter!(CHUNKS_TOTAL, "Chunks sent for split embedding batches.");
+    describe_counter!(
+        INTERNAL_ERRORS_TOTAL,
+        "Faults in probity itself (a panic caught while serving a request), by route."
+    );
     describe_counter!(
         UNINSPECTED_TOTAL,
         "Responses passed unchecked because the request could not be read, by reason."
@@ -271,8 +276,25 @@ pub fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static 
     );
 }
 
-/// An embedding batch was split into `chunks` requests.
-pub fn chunked(route: &str, chunks: usize) {
+/// An embedding batch is being split into chunks.
+pub fn chunked(route: &str) {
     counter!(CHUNKED_REQUESTS_TOTAL, "route" => route.to_string()).increment(1);
-    counter!(CHUNKS_TOTAL, "route" => route.to_string()).increment(chunks as u64);
+}
+
+/// One chunk of a split batch was sent.
+pub fn chunk_sent(route: &str) {
+    counter!(CHUNKS_TOTAL, "route" => route.to_string()).increment(1);
+}
+
+/// probity's own fault: a panic while serving a request, answered with a
+/// 500 (or a stream's error event). `what` is the panic's message, which
+/// probity's own code wrote: never a body or a credential.
+pub fn internal_error(route: &str, request_id: &HeaderValue, what: &str) {
+    counter!(INTERNAL_ERRORS_TOTAL, "route" => route.to_string()).increment(1);
+    tracing::error!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        error = what,
+        "internal error: a panic while serving a request was caught and answered"
+    );
 }

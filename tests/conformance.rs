@@ -189,9 +189,11 @@ impl Case {
         table(self.dialect, &self.endpoint)
     }
 
-    /// Whether probity judges this response at all.
+    /// Whether probity judges this response at all: its syntax and figures
+    /// are judged even when its request is unreadable (`uninspected`: only
+    /// the payload checks that need the request are skipped).
     fn inspected(&self) -> bool {
-        self.table().is_some() && (200..300).contains(&self.status) && self.uninspected.is_none()
+        self.table().is_some() && (200..300).contains(&self.status)
     }
 
     /// The pointers that name a figure (not a collapsed record).
@@ -843,7 +845,7 @@ fn probes(case: &Case) -> Vec<Probe> {
     if let Some(reason) = &case.uninspected {
         probes.push((UNINSPECTED, vec![route(), ("reason", reason.clone())], 1.0));
     }
-    if case.inspected() {
+    if case.inspected() && case.uninspected.is_none() {
         probes.push((UNINSPECTED, vec![route()], 0.0));
     }
     // Well-formed token figures are counted; malformed ones never are. The
@@ -968,7 +970,7 @@ fn check_rejected(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
             ));
         }
     }
-    if !error["message"].as_str().is_some_and(|m| !m.is_empty()) {
+    if error["message"].as_str().is_none_or(|m| m.is_empty()) {
         failed.push(format!("error.message missing in {}", short(&got.text())));
     }
     if got.header("probity-capture") != Some(id) {

@@ -874,7 +874,7 @@ impl StreamRule {
                     Some(Value::Array(choices)) => {
                         for choice in choices {
                             let index = choice.get("index").and_then(Value::as_u64);
-                            if !index.is_some_and(|i| i < self.choices) {
+                            if index.is_none_or(|i| i >= self.choices) {
                                 return Broken("choice_index_invalid");
                             }
                         }
@@ -981,19 +981,10 @@ fn stream_verdict(
     let mut client = Vec::new();
     let mut pointers = Vec::new();
     let mut tokens = BTreeMap::new();
-    let events = split_events(framing, body);
-    let last = events.len().saturating_sub(1);
-    for (i, range) in events.into_iter().enumerate() {
+    // Every event is judged, an unterminated last one too.
+    for range in split_events(framing, body) {
         let end = range.end;
         let raw = &body[range];
-        let complete = match framing {
-            Framing::Ndjson => true,
-            Framing::Sse => i < last || raw.ends_with(b"\n\n") || raw.ends_with(b"\r\r"),
-        };
-        if !complete {
-            client.extend_from_slice(raw); // passed as it came
-            continue;
-        }
         match rule.event(raw) {
             EventVerdict::Untouched => client.extend_from_slice(raw),
             EventVerdict::Broken(invariant) => {
@@ -1017,22 +1008,20 @@ fn stream_verdict(
                     client.extend_from_slice(raw);
                     continue;
                 }
-                match framing {
-                    Framing::Ndjson => {
-                        client.extend_from_slice(&judged.text);
-                        client.push(b'\n');
-                    }
-                    Framing::Sse => {
-                        let note = format!(": probity-normalized {}\n", judged.pointers.join(","));
-                        client.extend_from_slice(note.as_bytes());
-                        if let Some(name) = parse_sse(raw).name {
-                            client.extend_from_slice(format!("event: {name}\n").as_bytes());
-                        }
-                        client.extend_from_slice(b"data: ");
-                        client.extend_from_slice(&judged.text);
-                        client.extend_from_slice(b"\n\n");
-                    }
+                // Only the data's nulled spans change: every other byte of
+                // the event (fields, line endings) stays.
+                if framing == Framing::Sse {
+                    let eol = match raw.iter().position(|b| matches!(b, b'\r' | b'\n')) {
+                        Some(at) if raw[at..].starts_with(b"\r\n") => "\r\n",
+                        Some(at) if raw[at] == b'\r' => "\r",
+                        _ => "\n",
+                    };
+                    let note = format!(": probity-normalized {}{eol}", judged.pointers.join(","));
+                    client.extend_from_slice(note.as_bytes());
                 }
+                client.extend_from_slice(&raw[..judging.data.start]);
+                client.extend_from_slice(&judged.text);
+                client.extend_from_slice(&raw[judging.data.end..]);
                 pointers.extend(judged.pointers);
             }
         }

@@ -9,8 +9,8 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue};
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::figures::{Domain, Figure, HeaderFigure};
@@ -39,30 +39,57 @@ pub enum Vectors {
 }
 
 /// Splits a request into chunk requests when it has more than `max` inputs.
+/// Each chunk is the request's own bytes with only the inputs' slice
+/// changed: every other member keeps its exact text (a `seed` beyond f64,
+/// key order, spacing), and each input keeps its text too (a lone
+/// surrogate escape included).
 pub fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
-    let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
+    let (_, Some(request)) = Json::parse_document(body).ok()? else {
         return None;
     };
-    let key = spec
-        .inputs
-        .iter()
-        .find(|k| request.get(**k).is_some_and(|v| !v.is_null()))?;
-    let Some(Value::Array(inputs)) = request.get(*key) else {
-        return None;
-    };
+    let key = spec.inputs.iter().find(|k| request.present(k).is_some())?;
+    let inputs = request.present(key)?.array()?;
     // An array of token ids is one input.
-    if inputs.len() <= max || inputs.first().is_some_and(Value::is_number) {
+    if inputs.len() <= max || inputs.first().is_some_and(|i| i.kind() == Kind::Number) {
         return None;
     }
-    let chunks = inputs
+    // Everything before the first input (the request up to `[` and any
+    // space) and after the last (any space, `]`, the rest) is kept.
+    let before = body.get(..inputs.first()?.span(body).start)?;
+    let after = body.get(inputs.last()?.span(body).end..)?;
+    inputs
         .chunks(max)
         .map(|slice| {
-            let mut chunk = request.clone();
-            chunk.insert((*key).to_string(), Value::Array(slice.to_vec()));
-            Bytes::from(serde_json::to_vec(&Value::Object(chunk)).unwrap_or_default())
+            let written = slice.first()?.span(body).start..slice.last()?.span(body).end;
+            let mut chunk = BytesMut::with_capacity(before.len() + written.len() + after.len());
+            chunk.extend_from_slice(before);
+            chunk.extend_from_slice(body.get(written)?);
+            chunk.extend_from_slice(after);
+            Some(chunk.freeze())
+        })
+        .collect()
+}
+
+/// The capture of a chunked exchange: every chunk's verbatim answer, in
+/// input order, as one JSON document:
+/// `{"chunks": [{"status": 200, "headers": {...}, "body": "..."}]}`.
+pub fn capture_body(answers: &[(StatusCode, &Part)]) -> Bytes {
+    let chunks: Vec<Value> = answers
+        .iter()
+        .map(|(status, part)| {
+            let headers: serde_json::Map<String, Value> = part
+                .headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.to_string(), Value::from(v.to_str().ok()?))))
+                .collect();
+            serde_json::json!({
+                "status": status.as_u16(),
+                "headers": headers,
+                "body": String::from_utf8_lossy(&part.body),
+            })
         })
         .collect();
-    Some(chunks)
+    Bytes::from(serde_json::json!({ "chunks": chunks }).to_string())
 }
 
 /// One chunk's checked answer.
@@ -88,7 +115,7 @@ fn mismatch(message: String) -> Violation {
 
 /// Joins checked chunk answers into the first chunk's shape.
 pub fn stitch(
-    parts: &[Part],
+    parts: &[&Part],
     spec: &BatchSpec,
     table: &[Figure],
     header_table: &[HeaderFigure],
@@ -313,6 +340,25 @@ pub fn stitch(
                 nulled.push(figure.pointer.to_string());
             }
             None => {}
+        }
+    }
+    // A record whose every stitched figure became `null` collapses to
+    // `null` as a whole, as a single call's does.
+    let mut records: Vec<&str> = Vec::new();
+    for record in table.iter().map(|f| f.record()) {
+        if !record.is_empty() && !records.contains(&record) {
+            records.push(record);
+        }
+    }
+    for record in records {
+        let mut figures = table
+            .iter()
+            .filter(|f| f.record() == record)
+            .filter_map(|f| overrides.get(f.pointer))
+            .peekable();
+        if figures.peek().is_some() && figures.all(|text| text == "null") {
+            overrides.insert(record.to_string(), "null".into());
+            nulled.push(record.to_string());
         }
     }
     let body = match (&docs[0].1, overrides.get("")) {

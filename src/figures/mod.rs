@@ -75,7 +75,7 @@ impl Figure {
     }
 
     /// The pointer of the record holding this figure (`""` for the root).
-    fn record(&self) -> &'static str {
+    pub fn record(&self) -> &'static str {
         &self.pointer[..self.pointer.rfind('/').unwrap_or(0)]
     }
 
@@ -167,15 +167,11 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
             }
         };
         if figure.key() == "*" {
+            // `keys` gives a duplicated key once: its last copy is the one
+            // read, so it is the one judged (two entries for one span
+            // would splice it twice).
             for key in object.into_iter().flat_map(|o| o.keys()) {
-                let plain = key
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-                let pointer = if plain {
-                    Cow::Owned(format!("{record}/{key}"))
-                } else {
-                    Cow::Borrowed(figure.pointer)
-                };
+                let pointer = Cow::Owned(format!("{record}/{}", escape_token(key)));
                 let value = object.and_then(|o| o.present(key));
                 entries.push(Entry {
                     figure,
@@ -352,21 +348,68 @@ pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
     replace(body, &mut replacements)
 }
 
-/// Replaces each range of `body` with its bytes; ranges must not overlap.
+/// Replaces each range of `body` with its bytes. Inspection hands it
+/// disjoint ranges; should two ever overlap, the one starting first is
+/// applied and the other dropped, and a range outside the body is ignored:
+/// a splice never fails a response.
 pub fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes {
-    replacements.sort_by_key(|(r, _)| r.start);
-    let size = replacements
-        .iter()
-        .fold(body.len(), |n, (r, b)| n - r.len() + b.len());
-    let mut out = BytesMut::with_capacity(size);
+    replacements.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out = BytesMut::with_capacity(body.len() + 16 * replacements.len());
     let mut at = 0;
     for (range, bytes) in replacements.iter() {
-        out.extend_from_slice(&body[at..range.start]);
+        let (Some(before), true) = (body.get(at..range.start), range.end <= body.len()) else {
+            continue;
+        };
+        out.extend_from_slice(before);
         out.extend_from_slice(bytes);
         at = range.end;
     }
-    out.extend_from_slice(&body[at..]);
+    out.extend_from_slice(body.get(at..).unwrap_or_default());
     out.freeze()
+}
+
+/// Escapes a key as one RFC 6901 reference token (`~` → `~0`, `/` → `~1`).
+fn escape_token(key: &str) -> Cow<'_, str> {
+    if key.contains(['~', '/']) {
+        Cow::Owned(key.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(key)
+    }
+}
+
+/// The longest `probity-normalized` list: HTTP clients cap a header line
+/// (Python's `http.client` at 64 KiB, many proxies at 8 KiB).
+pub const LIST_LIMIT: usize = 4096;
+
+/// The `probity-normalized` list for a header or an SSE comment: pointers
+/// comma-separated, each in its URI-fragment form (RFC 6901 §6: bytes
+/// outside visible ASCII, and `%`, `,`, `;`, percent-encoded, so the list
+/// stays one unambiguous line), at most [`LIST_LIMIT`] bytes: the first
+/// pointers, then `;+N more`. The capture keeps the full list.
+pub fn normalized_list(pointers: &[String]) -> String {
+    let mut out = String::new();
+    for (shown, pointer) in pointers.iter().enumerate() {
+        let mut encoded = String::with_capacity(pointer.len());
+        for byte in pointer.bytes() {
+            if byte.is_ascii_graphic() && !matches!(byte, b'%' | b',' | b';') {
+                encoded.push(char::from(byte));
+            } else {
+                encoded.push_str(&format!("%{byte:02X}"));
+            }
+        }
+        let more = pointers.len() - shown;
+        // Room for this pointer and, if more follow, the longest tail.
+        let tail = if more > 1 { 24 } else { 0 };
+        if out.len() + 1 + encoded.len() + tail > LIST_LIMIT {
+            out.push_str(&format!(";+{more} more"));
+            return out;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&encoded);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -510,6 +553,47 @@ mod tests {
         assert_eq!(
             out,
             r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": null}}"#
+        );
+    }
+
+    #[test]
+    fn a_duplicated_key_in_a_wildcard_record_is_judged_once_by_its_last_copy() {
+        let table = &[Figure::count("/usage/prompt_tokens_details/*")];
+        let body = r#"{"usage":{"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":1,"cached_tokens":"x"}}}"#;
+        let json = Json::parse(body.as_bytes()).unwrap();
+        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        assert_eq!(j.pointers, ["/usage/prompt_tokens_details/cached_tokens"]);
+        let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
+        assert_eq!(
+            out,
+            r#"{"usage":{"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":1,"cached_tokens":null}}}"#
+        );
+    }
+
+    #[test]
+    fn overlapping_or_stray_ranges_never_break_a_splice() {
+        let out = splice(b"0123456789", &[2..6, 4..8, 20..30, 9..10]);
+        assert_eq!(&out[..], b"01null678null");
+    }
+
+    #[test]
+    fn wildcard_pointers_are_rfc_6901_and_the_list_is_encoded_and_bounded() {
+        let table = &[Figure::count("/u/*")];
+        let body = r#"{"u":{"caché":"x","a/b":"x","t~":"x","ok":1}}"#;
+        let json = Json::parse(body.as_bytes()).unwrap();
+        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        assert_eq!(j.pointers, ["/u/caché", "/u/a~1b", "/u/t~0"]);
+        assert_eq!(j.malformed, ["/u/*"; 3]);
+        assert_eq!(normalized_list(&j.pointers), "/u/cach%C3%A9,/u/a~1b,/u/t~0");
+        let many: Vec<String> = (0..3000).map(|i| format!("/usage/details/k{i}")).collect();
+        let list = normalized_list(&many);
+        assert!(list.len() <= LIST_LIMIT, "{}", list.len());
+        let (shown, tail) = list.split_once(';').unwrap();
+        let shown = shown.split(',').count();
+        assert_eq!(tail, format!("+{} more", 3000 - shown));
+        assert_eq!(
+            normalized_list(&many[..2]),
+            "/usage/details/k0,/usage/details/k1"
         );
     }
 

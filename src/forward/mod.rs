@@ -211,13 +211,28 @@ pub enum Fetched {
     Stream(response::Parts, Relay),
 }
 
-/// Sends the request and fetches the response within the route's limits.
-/// `checked`: the response will be inspected, so it is read whole unless it
-/// is an event stream or NDJSON.
+/// How a response is to be read, decided from the request before it is
+/// sent: what the request asked for decides how an inspected response is
+/// judged, never the upstream's `content-type` alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Not inspected: streams (by media type) relayed live, documents whole.
+    ByMedia,
+    /// A JSON document was asked: a 2xx answer is read whole (within
+    /// `max_response_bytes`) whatever its media type, and judged as that
+    /// document.
+    Document,
+    /// A stream was asked: a 2xx answer is relayed live and judged event by
+    /// event, unless it is a JSON document, which is read whole.
+    Stream,
+}
+
+/// Sends the request and fetches the response within the route's limits,
+/// read as `reading` says.
 pub async fn fetch(
     route: &Route,
     request: Request<Full<Bytes>>,
-    checked: bool,
+    reading: Reading,
 ) -> Result<Fetched, ForwardError> {
     let upstream = &route.upstream;
     let deadline = Instant::now() + route.timeout;
@@ -244,7 +259,7 @@ pub async fn fetch(
         });
     }
 
-    if is_stream(&parts.headers, checked) {
+    if is_live(&parts, reading) {
         // A stream's status line goes out with its first byte, so silence
         // before that byte can still be answered with a 504.
         let relay = Relay::start(body, route, deadline).await?;
@@ -320,7 +335,8 @@ impl Collector {
     }
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
+/// A declared `Content-Length`, the one parser of it.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)?
         .to_str()
@@ -330,32 +346,60 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Whether a response is relayed live: event streams and NDJSON always, and
-/// any body of unknown length that is not JSON and will not be inspected (a
-/// JSON document is only useful whole, and is what `inspect` judges).
-fn is_stream(headers: &HeaderMap, checked: bool) -> bool {
-    let media = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    match media.as_str() {
-        "text/event-stream"
-        | "application/x-ndjson"
-        | "application/ndjson"
-        | "application/jsonl"
-        | "application/x-jsonlines"
-        | "application/stream+json" => true,
-        _ => {
-            let json = media == "application/json" || media.ends_with("+json");
-            !checked && !json && !headers.contains_key(CONTENT_LENGTH)
+/// What a body's `content-type` says it is: the one parser of media types,
+/// case-insensitive (RFC 9110 §8.3.1), parameters ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Media {
+    /// Server-sent events, NDJSON and the other line-delimited JSON types.
+    Stream,
+    /// `application/json` or any `+json` type.
+    Json,
+    /// Anything else, or no `content-type`.
+    Other,
+}
+
+impl Media {
+    pub(crate) fn of(headers: &HeaderMap) -> Self {
+        let Some(value) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+            return Media::Other;
+        };
+        let essence = value.split(';').next().unwrap_or("").trim();
+        let is = |name: &str| essence.eq_ignore_ascii_case(name);
+        if is("text/event-stream")
+            || is("application/x-ndjson")
+            || is("application/ndjson")
+            || is("application/jsonl")
+            || is("application/x-jsonlines")
+            || is("application/stream+json")
+        {
+            Media::Stream
+        } else if is("application/json")
+            || essence
+                .get(essence.len().saturating_sub(5)..)
+                .is_some_and(|end| end.eq_ignore_ascii_case("+json"))
+        {
+            Media::Json
+        } else {
+            Media::Other
         }
+    }
+}
+
+/// Whether a response is relayed live rather than read whole. An inspected
+/// 2xx answer follows the request (see [`Reading`]); anything else follows
+/// its media type: streams live, JSON whole, and a body of unknown length
+/// that is neither live too unless it is inspected.
+fn is_live(parts: &response::Parts, reading: Reading) -> bool {
+    let media = Media::of(&parts.headers);
+    let inspected = reading != Reading::ByMedia;
+    match (reading, parts.status.is_success()) {
+        (Reading::Document, true) => false,
+        (Reading::Stream, true) => media != Media::Json,
+        _ => match media {
+            Media::Stream => true,
+            Media::Json => false,
+            Media::Other => !inspected && !parts.headers.contains_key(CONTENT_LENGTH),
+        },
     }
 }
 
@@ -401,6 +445,7 @@ fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::StatusCode;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         pairs
@@ -409,22 +454,55 @@ mod tests {
             .collect()
     }
 
+    fn parts(status: u16, pairs: &[(&str, &str)]) -> response::Parts {
+        let mut response = http::Response::new(());
+        *response.status_mut() = StatusCode::from_u16(status).unwrap();
+        *response.headers_mut() = headers(pairs);
+        response.into_parts().0
+    }
+
     #[test]
-    fn streams_are_event_streams_ndjson_and_unsized_non_json() {
-        let sse = headers(&[("content-type", "text/event-stream; charset=utf-8")]);
-        assert!(is_stream(&sse, false) && is_stream(&sse, true));
-        let ndjson = headers(&[("content-type", "application/x-ndjson")]);
-        assert!(is_stream(&ndjson, true));
-        let plain = headers(&[("content-type", "text/plain")]);
-        assert!(is_stream(&plain, false));
-        assert!(!is_stream(&plain, true), "a checked endpoint is read whole");
-        assert!(is_stream(&headers(&[]), false));
-        let json = headers(&[("content-type", "application/json")]);
-        assert!(!is_stream(&json, false));
-        let problem = headers(&[("content-type", "application/problem+json")]);
-        assert!(!is_stream(&problem, false));
-        let sized = headers(&[("content-type", "text/plain"), ("content-length", "3")]);
-        assert!(!is_stream(&sized, false));
+    fn media_types_are_read_case_insensitively_by_one_parser() {
+        for (value, media) in [
+            ("text/event-stream; charset=utf-8", Media::Stream),
+            ("Text/Event-Stream", Media::Stream),
+            ("application/x-ndjson", Media::Stream),
+            ("application/stream+json", Media::Stream),
+            ("application/json", Media::Json),
+            ("Application/JSON; charset=utf-8", Media::Json),
+            ("application/problem+JSON", Media::Json),
+            ("text/plain", Media::Other),
+            ("json", Media::Other),
+        ] {
+            assert_eq!(
+                Media::of(&headers(&[("content-type", value)])),
+                media,
+                "{value}"
+            );
+        }
+        assert_eq!(Media::of(&headers(&[])), Media::Other);
+    }
+
+    #[test]
+    fn the_request_decides_how_an_inspected_answer_is_read() {
+        let sse = [("content-type", "text/event-stream")];
+        let json = [("content-type", "application/json")];
+        let plain = [("content-type", "text/plain")];
+        // A document was asked: read whole, whatever the type says.
+        assert!(!is_live(&parts(200, &sse), Reading::Document));
+        assert!(!is_live(&parts(200, &plain), Reading::Document));
+        // A stream was asked: live, unless a JSON document came.
+        assert!(is_live(&parts(200, &plain), Reading::Stream));
+        assert!(is_live(&parts(200, &[]), Reading::Stream));
+        assert!(!is_live(&parts(200, &json), Reading::Stream));
+        // Not inspected, or not a 2xx: by media type.
+        assert!(is_live(&parts(200, &sse), Reading::ByMedia));
+        assert!(is_live(&parts(200, &plain), Reading::ByMedia));
+        assert!(!is_live(&parts(200, &json), Reading::ByMedia));
+        let sized = [("content-type", "text/plain"), ("content-length", "3")];
+        assert!(!is_live(&parts(200, &sized), Reading::ByMedia));
+        assert!(is_live(&parts(500, &sse), Reading::Document));
+        assert!(!is_live(&parts(500, &plain), Reading::Document));
     }
 
     #[test]

@@ -38,6 +38,7 @@ const MESSAGES: Endpoint = Endpoint {
     figures: FIGURES,
     header_figures: &[],
     stream: Some(StreamSpec {
+        asked: super::stream_true,
         framing: Framing::Sse,
         start: |request| {
             Ok(Box::new(Events {

@@ -58,6 +58,11 @@ impl<'a> Json<'a> {
     ) -> Result<(Self, Option<Object<'a>>), serde_json::Error> {
         let text = std::str::from_utf8(bytes)
             .map_err(|_| <serde_json::Error as de::Error>::custom("the body is not UTF-8"))?;
+        // RFC 8259 §8.1: a parser may ignore a byte-order mark, and the
+        // apps' JSON readers do (Python's `json.loads` on bytes, `fetch`'s
+        // `.json()`), so it is not a reason to reject. Spans stay relative
+        // to the whole body, so the mark is kept on a rewrite.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\n' | '\r' | '\t'));
         if trimmed.starts_with('{') {
             let mut de = serde_json::Deserializer::from_str(trimmed);
@@ -123,15 +128,19 @@ impl<'a> Json<'a> {
         de.deserialize_seq(ObjectsVisitor).ok()
     }
 
-    /// A string's value (unescaped only when it has escapes).
+    /// A string's value (unescaped only when it has escapes). A lone UTF-16
+    /// surrogate escape (`"\ud800"`, what JavaScript emits for a string cut
+    /// inside an emoji) is valid JSON: it reads as U+FFFD, never as "not a
+    /// string".
     pub fn string(&self) -> Option<Cow<'a, str>> {
         if self.kind() != Kind::String {
             return None;
         }
         let text = self.text;
-        let inner = &text[1..text.len() - 1];
+        let inner = text.get(1..text.len().saturating_sub(1))?;
         if inner.contains('\\') {
-            serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+            let mut de = serde_json::Deserializer::from_str(text);
+            de.deserialize_bytes(KeySeed).ok()
         } else {
             Some(Cow::Borrowed(inner))
         }
@@ -191,8 +200,32 @@ impl<'a> Object<'a> {
         self.get(key).filter(|v| !v.is_null())
     }
 
+    /// Each distinct key once, in document order of its last copy (the
+    /// copy [`Object::get`] reads): a duplicated key is one member.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| k.as_ref())
+        let members = &self.0;
+        // Duplicates are rare: look for them only when there are any, and
+        // with a set once an object is large (a hostile body can hold
+        // thousands of members).
+        let mut seen = std::collections::HashSet::new();
+        let distinct: Vec<bool> = if members.len() <= 16 {
+            (0..members.len())
+                .map(|i| !members[i + 1..].iter().any(|(k, _)| *k == members[i].0))
+                .collect()
+        } else {
+            let mut last: Vec<bool> = members
+                .iter()
+                .rev()
+                .map(|(k, _)| seen.insert(k.as_ref()))
+                .collect();
+            last.reverse();
+            last
+        };
+        members
+            .iter()
+            .zip(distinct)
+            .filter(|(_, keep)| *keep)
+            .map(|((k, _), _)| k.as_ref())
     }
 }
 
@@ -285,14 +318,16 @@ impl<'de> Visitor<'de> for ItemSeed {
     }
 }
 
-/// Keys are borrowed unless they hold escapes.
+/// Keys are borrowed unless they hold escapes. They are read as bytes, so
+/// that a lone surrogate escape (valid JSON, which serde_json refuses as a
+/// Rust `str`) reads as U+FFFD instead of failing the whole document.
 struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
     type Value = Cow<'de, str>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_str(KeySeed)
+        deserializer.deserialize_bytes(KeySeed)
     }
 }
 
@@ -309,6 +344,14 @@ impl<'de> Visitor<'de> for KeySeed {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(Cow::Owned(v.to_string()))
+    }
+
+    fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+        Ok(String::from_utf8_lossy(v))
+    }
+
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(String::from_utf8_lossy(v).into_owned()))
     }
 }
 
@@ -392,26 +435,73 @@ pub fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize, Number
     }
 }
 
-/// Whether a JSON number token is a finite f64. Only a decimal exponent near
-/// f64's limit (about 1e308) can overflow, so most tokens are settled by
-/// counting digits; the few near the edge are parsed.
+/// Whether a JSON number token is a finite f64, decided exactly from its
+/// decimal magnitude, without converting it: a value below 10^308 is
+/// finite, one of 10^309 or more is not, and in between its significant
+/// digits are compared with the smallest decimal that rounds to infinity.
+/// Underflow is finite (it rounds to zero).
 fn finite(token: &[u8]) -> bool {
+    /// 2^1024 - 2^970: f64::MAX plus half an ulp. Round-to-nearest-even
+    /// sends it and everything above it to infinity (f64::MAX is odd).
+    const OVERFLOW: &[u8] = b"179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792";
+    let token = token.strip_prefix(b"-").unwrap_or(token);
     let (mantissa, exponent) = match token.iter().position(|b| matches!(b, b'e' | b'E')) {
         Some(e) => (&token[..e], &token[e + 1..]),
         None => (token, &[][..]),
     };
-    let integer_digits = mantissa
-        .iter()
-        .take_while(|b| **b != b'.')
-        .filter(|b| b.is_ascii_digit())
-        .count() as i64;
-    if exponent.len() <= 2 && integer_digits < 290 {
+    let (integer, fraction) = match mantissa.iter().position(|b| *b == b'.') {
+        Some(dot) => (&mantissa[..dot], &mantissa[dot + 1..]),
+        None => (mantissa, &[][..]),
+    };
+    // Nearly every vector element: a plain decimal well inside the range.
+    if exponent.is_empty() && integer.len() <= 308 {
         return true;
     }
-    std::str::from_utf8(token)
-        .ok()
-        .and_then(|t| t.parse::<f64>().ok())
-        .is_some_and(f64::is_finite)
+    // The magnitude m, with the value in [10^(m-1), 10^m), and where its
+    // significant digits start.
+    let int_zeros = integer.iter().take_while(|b| **b == b'0').count();
+    let (base, skip) = if int_zeros < integer.len() {
+        ((integer.len() - int_zeros) as i64, int_zeros)
+    } else {
+        let frac_zeros = fraction.iter().take_while(|b| **b == b'0').count();
+        if frac_zeros == fraction.len() {
+            return true; // zero
+        }
+        (-(frac_zeros as i64), integer.len() + frac_zeros)
+    };
+    match base.saturating_add(exponent_value(exponent)) {
+        ..=308 => true,
+        309 => {
+            // Same magnitude: compare digit by digit, zero-padded.
+            let significant: Vec<u8> = integer.iter().chain(fraction).skip(skip).copied().collect();
+            let len = significant.len().max(OVERFLOW.len());
+            let digit = |digits: &[u8], i: usize| digits.get(i).copied().unwrap_or(b'0');
+            (0..len)
+                .map(|i| digit(&significant, i).cmp(&digit(OVERFLOW, i)))
+                .find(|o| o.is_ne())
+                .is_some_and(|o| o.is_lt())
+        }
+        _ => false,
+    }
+}
+
+/// A JSON exponent's value (`+12`, `-3`, `400`), saturating far beyond
+/// any magnitude that matters.
+fn exponent_value(exponent: &[u8]) -> i64 {
+    let (negative, digits) = match exponent.first() {
+        Some(b'-') => (true, &exponent[1..]),
+        Some(b'+') => (false, &exponent[1..]),
+        _ => (false, exponent),
+    };
+    let value = digits.iter().fold(0i64, |n, d| {
+        n.saturating_mul(10)
+            .saturating_add(i64::from(d.wrapping_sub(b'0')))
+    });
+    if negative {
+        -value
+    } else {
+        value
+    }
 }
 
 /// The decoded length of standard padded base64, or `None` if it is not that.
@@ -454,6 +544,34 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_keys_are_one_member_and_the_last_copy_wins() {
+        let doc = br#"{"a": 1, "b": 2, "a": "x"}"#;
+        let object = Json::parse(doc).unwrap().object().unwrap();
+        assert_eq!(object.keys().collect::<Vec<_>>(), ["b", "a"]);
+        assert_eq!(object.get("a").unwrap().text(), "\"x\"");
+        let many: String = (0..40).map(|i| format!("\"k{}\":{i},", i % 20)).collect();
+        let doc = format!("{{{}\"z\":0}}", many);
+        let object = Json::parse(doc.as_bytes()).unwrap().object().unwrap();
+        assert_eq!(object.keys().count(), 21);
+    }
+
+    #[test]
+    fn lone_surrogates_and_a_byte_order_mark_are_valid_json() {
+        let doc = br#"{"x\ud800": "a\udc00", "y": {"\ud800": 1}}"#;
+        let object = Json::parse(doc).unwrap().object().unwrap();
+        let keys: Vec<&str> = object.keys().collect();
+        assert!(keys[0].starts_with('x') && keys[0].contains('\u{fffd}'));
+        assert_eq!(keys[1], "y");
+        let value = object.get(keys[0]).unwrap().string().unwrap();
+        assert!(value.starts_with('a') && value.contains('\u{fffd}'));
+        assert!(object.get("y").unwrap().object().is_some());
+        let bom = b"\xEF\xBB\xBF{\"a\": 1}";
+        let (root, object) = Json::parse_document(bom).unwrap();
+        assert_eq!(root.span(bom), 3..bom.len());
+        assert_eq!(object.unwrap().get("a").unwrap().text(), "1");
+    }
+
+    #[test]
     fn counts_are_plain_non_negative_integers() {
         let value = |t: &'static str| Json::parse(t.as_bytes()).unwrap();
         assert_eq!(value("8").count(), Some(8));
@@ -479,6 +597,33 @@ mod tests {
         assert_eq!(scan("[1, [2]]"), Err(NumberFault::NotNumber(1)));
         assert_eq!(scan("[1, 1e999]"), Err(NumberFault::NotFinite(1)));
         assert_eq!(scan("[1.7e308]"), Ok(1));
+        // Overflow is decided by magnitude, however many digits carry it.
+        let zeros = "0".repeat(250);
+        let nines = "9".repeat(289);
+        for (token, ok) in [
+            (format!("1{zeros}e60"), false),
+            (format!("{nines}e20"), false),
+            (format!("0.{zeros}1e558"), true),
+            (format!("0.{zeros}1e560"), false),
+            ("1.7976931348623157e308".into(), true),
+            ("1.7976931348623158e308".into(), true),
+            ("1.7976931348623159e308".into(), false),
+            ("-1.7976931348623159e308".into(), false),
+            ("17976931348623158e292".into(), true),
+            ("1e309".into(), false),
+            ("1e-400".into(), true),
+            ("0.00001e312".into(), true),
+            ("0e999999999999999999999".into(), true),
+            ("1e99999999999999999999999".into(), false),
+            ("1E+308".into(), true),
+        ] {
+            assert_eq!(finite(token.as_bytes()), ok, "{token}");
+            assert_eq!(
+                token.parse::<f64>().unwrap().is_finite(),
+                ok,
+                "the rule agrees with a correctly rounded parse: {token}"
+            );
+        }
         assert_eq!(scan("{}"), Err(NumberFault::NotArray));
         let ints = |t: &'static str| {
             scan_numbers(

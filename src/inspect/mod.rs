@@ -98,10 +98,43 @@ pub struct Endpoint {
     pub batch: Option<BatchSpec>,
 }
 
-/// A streamed endpoint: its framing and a judge made from the request.
+/// A streamed endpoint: whether a request asks for a stream, its framing,
+/// and a judge made from the request.
 pub struct StreamSpec {
+    pub asked: fn(&Object<'_>) -> bool,
     pub framing: Framing,
     pub start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
+}
+
+/// `"stream": true` asks for a stream (OpenAI, Anthropic); absent is no.
+pub(crate) fn stream_true(request: &Object<'_>) -> bool {
+    request.get("stream").and_then(|s| s.boolean()) == Some(true)
+}
+
+/// What a request to an inspected endpoint asked for: this, not the
+/// upstream's `content-type`, decides how its answer is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// One JSON document.
+    Document,
+    /// A stream of events in the endpoint's framing.
+    Stream,
+    /// The request cannot be read, so it is not known.
+    Unknown,
+}
+
+impl Endpoint {
+    /// What `request_body` asks this endpoint for.
+    pub fn asked(&self, request_body: &[u8]) -> Asked {
+        let Some(spec) = &self.stream else {
+            return Asked::Document;
+        };
+        match Json::parse(request_body).ok().and_then(|j| j.object()) {
+            Some(request) if (spec.asked)(&request) => Asked::Stream,
+            Some(_) => Asked::Document,
+            None => Asked::Unknown,
+        }
+    }
 }
 
 /// Prefixes the pointers of a judgement made on a sub-object of an event
@@ -121,35 +154,18 @@ pub struct StreamJudge {
     pub contract: Option<Contract>,
 }
 
-/// The judge of a streamed response, when its endpoint has one and its
-/// request can be read; `Err` carries the reason it cannot.
-pub fn stream_check(
-    dialect: &dyn Dialect,
-    exchange: &Exchange<'_>,
+/// The judge of a 2xx streamed answer to `endpoint`; `Err` carries the
+/// reason it cannot be judged (counted on `probity_uninspected_total`).
+/// The framing is the endpoint's, whatever `content-type` the upstream
+/// sent.
+pub fn stream_judge(
+    endpoint: &Endpoint,
+    request_body: &[u8],
     contracts: &Contracts<'_>,
-) -> Option<Result<StreamJudge, &'static str>> {
-    let endpoint = dialect.endpoint(exchange.path)?;
-    let spec = endpoint.stream.as_ref()?;
-    if exchange.method != Method::POST || !exchange.status.is_success() {
-        return None;
-    }
-    let media = exchange
-        .response_headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let framed = match spec.framing {
-        Framing::Sse => media.starts_with("text/event-stream"),
-        Framing::Ndjson => media.contains("ndjson") || media.contains("jsonl"),
-    };
-    if !framed {
-        return None;
-    }
-    let Some(request) = Json::parse(exchange.request_body)
-        .ok()
-        .and_then(|j| j.object())
-    else {
-        return Some(Err("request_not_json"));
+) -> Result<StreamJudge, &'static str> {
+    let spec = endpoint.stream.as_ref().ok_or("stream_not_asked")?;
+    let Some(request) = Json::parse(request_body).ok().and_then(|j| j.object()) else {
+        return Err("request_not_json");
     };
     let contract = endpoint.output.as_ref().and_then(|output| {
         Contract::resolve(
@@ -160,7 +176,7 @@ pub fn stream_check(
             contracts.cache,
         )
     });
-    Some(match (spec.start)(&request) {
+    match (spec.start)(&request) {
         Ok(check) => Ok(StreamJudge {
             framing: spec.framing,
             check,
@@ -168,7 +184,7 @@ pub fn stream_check(
         }),
         Err(Fault::Uninspectable(reason)) => Err(reason),
         Err(Fault::Invalid(_)) => Err(crate::invariants::REQUEST_SHAPE),
-    })
+    }
 }
 
 /// A parsed response body, as checks see it.
@@ -193,10 +209,6 @@ impl<'a> Response<'a> {
 /// A complete exchange, as inspection sees it: borrowed, never copied.
 pub struct Exchange<'a> {
     pub method: &'a Method,
-    /// The path sent upstream: the upstream's base path and the rest of the
-    /// client's path after the route prefix.
-    pub path: &'a str,
-    pub request_headers: &'a HeaderMap,
     pub request_body: &'a Bytes,
     pub status: StatusCode,
     pub response_headers: &'a HeaderMap,
@@ -215,10 +227,9 @@ pub enum Verdict {
     /// Not an endpoint this dialect checks (or not a 2xx answer to a POST):
     /// passed on as it came.
     Unchecked,
-    /// The request could not be read, so the response passes unchecked.
-    Uninspected(&'static str),
-    /// The payload is sound; what was found about its figures and answers.
-    Checked(Checked),
+    /// The payload is sound (or could not be checked against an unreadable
+    /// request); what was found about its figures and answers.
+    Checked(Box<Checked>),
     /// The payload is corrupt: the client gets a `provider_invalid_response` error.
     Reject(Violation),
 }
@@ -232,6 +243,9 @@ pub struct Checked {
     pub judgement: Judgement,
     /// The output contract's verdict, when one applies.
     pub output: Option<Output>,
+    /// Why the payload could not be checked against the request (the
+    /// request was unreadable): its syntax and figures still were.
+    pub uninspected: Option<&'static str>,
 }
 
 /// An output contract's verdict on a response.
@@ -243,24 +257,13 @@ pub struct Output {
     pub degraded: bool,
 }
 
-/// Judges a complete response with the route's dialect.
-pub fn inspect(
-    dialect: &dyn Dialect,
-    exchange: &Exchange<'_>,
-    contracts: &Contracts<'_>,
-) -> Verdict {
-    let Some(endpoint) = dialect.endpoint(exchange.path) else {
-        return Verdict::Unchecked;
-    };
+/// Judges a complete response to one of a dialect's endpoints.
+pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contracts<'_>) -> Verdict {
     if exchange.method != Method::POST || !exchange.status.is_success() {
         return Verdict::Unchecked;
     }
-    let Some(request) = Json::parse(exchange.request_body)
-        .ok()
-        .and_then(|j| j.object())
-    else {
-        return Verdict::Uninspected("request_not_json");
-    };
+    // A 2xx answer to an inspected endpoint must be JSON whatever the
+    // request said; the payload checks need the request, the figures do not.
     let body = exchange.response_body;
     let (root, object) = match Json::parse_document(body) {
         Ok(parsed) => parsed,
@@ -272,11 +275,17 @@ pub fn inspect(
         }
     };
     let response = Response { root, object };
-    match (endpoint.check)(&request, &response) {
-        Ok(()) => {}
-        Err(Fault::Invalid(violation)) => return Verdict::Reject(violation),
-        Err(Fault::Uninspectable(reason)) => return Verdict::Uninspected(reason),
-    }
+    let request = Json::parse(exchange.request_body)
+        .ok()
+        .and_then(|j| j.object());
+    let checked = match &request {
+        None => Err("request_not_json"),
+        Some(request) => match (endpoint.check)(request, &response) {
+            Ok(()) => Ok(request),
+            Err(Fault::Invalid(violation)) => return Verdict::Reject(violation),
+            Err(Fault::Uninspectable(reason)) => Err(reason),
+        },
+    };
     let mut judgement = match (&response.object, endpoint.figures.is_empty()) {
         (Some(object), false) => figures::judge(body, object, endpoint.figures),
         _ => Judgement::default(),
@@ -293,9 +302,9 @@ pub fn inspect(
         .iter()
         .map(|range| (range.clone(), Cow::Borrowed(&b"null"[..])))
         .collect();
-    let output = match (&endpoint.output, &response.object) {
-        (Some(spec), Some(object)) => {
-            contract(spec, &request, object, contracts).map(|(contract, answers)| {
+    let output = match (&endpoint.output, &response.object, checked) {
+        (Some(spec), Some(object), Ok(request)) => {
+            contract(spec, request, object, contracts).map(|(contract, answers)| {
                 let verdict = contract.judge(&answers);
                 let degraded = !verdict.valid() && contract.degrades();
                 if degraded {
@@ -327,11 +336,23 @@ pub fn inspect(
             .collect();
         figures::replace(body, &mut borrowed)
     });
-    Verdict::Checked(Checked {
+    Verdict::Checked(Box::new(Checked {
         body,
         judgement,
         output,
-    })
+        uninspected: checked.err(),
+    }))
+}
+
+/// The well-formed token figures of a body and its headers (a stitched
+/// response's, whose figures are already sums of well-formed ones).
+pub fn tokens(endpoint: &Endpoint, body: &[u8], headers: &HeaderMap) -> Vec<(&'static str, u64)> {
+    let mut judgement = match Json::parse_document(body) {
+        Ok((_, Some(object))) => figures::judge(body, &object, endpoint.figures),
+        _ => Judgement::default(),
+    };
+    figures::judge_headers(headers, endpoint.header_figures, &mut judgement);
+    judgement.tokens
 }
 
 /// The contract in force for a request, and the answers of its response.

@@ -45,6 +45,7 @@ const CHAT: Endpoint = Endpoint {
     figures: GENERATION_FIGURES,
     header_figures: &[],
     stream: Some(StreamSpec {
+        asked: streams_unless_false,
         framing: Framing::Ndjson,
         start: |_| {
             Ok(Box::new(Lines {
@@ -64,6 +65,7 @@ const GENERATE: Endpoint = Endpoint {
     figures: GENERATION_FIGURES,
     header_figures: &[],
     stream: Some(StreamSpec {
+        asked: streams_unless_false,
         framing: Framing::Ndjson,
         start: |_| {
             Ok(Box::new(Lines {
@@ -123,6 +125,11 @@ fn answer<'a>(response: &Object<'a>, member: &str) -> Vec<Answer<'a>> {
         truncated: done_reason.as_deref() == Some("length"),
         refusal: false,
     }]
+}
+
+/// Ollama streams chat and generate answers unless `"stream": false`.
+fn streams_unless_false(request: &Object<'_>) -> bool {
+    request.get("stream").and_then(|s| s.boolean()) != Some(false)
 }
 
 /// A streamed chat or generation (the default when `stream` is absent):

@@ -47,6 +47,7 @@ pub(super) const CHAT: Endpoint = Endpoint {
     figures: GENERATION_FIGURES,
     header_figures: &[],
     stream: Some(StreamSpec {
+        asked: super::stream_true,
         framing: Framing::Sse,
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, false)?))),
     }),
@@ -68,6 +69,7 @@ const COMPLETIONS: Endpoint = Endpoint {
     figures: GENERATION_FIGURES,
     header_figures: &[],
     stream: Some(StreamSpec {
+        asked: super::stream_true,
         framing: Framing::Sse,
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?))),
     }),
@@ -274,7 +276,7 @@ impl EventCheck for Chunks {
                     .as_ref()
                     .and_then(|c| c.present("index"))
                     .and_then(|x| x.count());
-                if !index.is_some_and(|x| x < self.choices as u64) {
+                if index.is_none_or(|x| x >= self.choices as u64) {
                     return Err(invariants::violation(
                         "choice_index_invalid",
                         format!(

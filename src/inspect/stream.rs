@@ -7,6 +7,7 @@
 //! waits for the end of the stream.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use crate::contract::StreamedAnswer;
 use crate::figures::Judgement;
@@ -35,39 +36,80 @@ pub struct Event<'a> {
 }
 
 /// Finds the next complete event at the start of `buffer`: its length, or
-/// `None` when the rest is incomplete.
-pub fn next_event(framing: Framing, buffer: &[u8]) -> Option<usize> {
+/// `None` when the rest is incomplete. `at_end`: no more bytes will come, so
+/// a `\r` at the very end is a whole line end, not half of `\r\n`.
+pub fn next_event(framing: Framing, buffer: &[u8], at_end: bool) -> Option<usize> {
     match framing {
         Framing::Ndjson => buffer.iter().position(|b| *b == b'\n').map(|i| i + 1),
         Framing::Sse => {
             // Lines end in \r\n, \n or \r; an empty line ends the event.
-            let mut at = 0;
             let mut line_start = 0;
-            while at < buffer.len() {
-                let end = match buffer[at] {
-                    b'\n' => at + 1,
-                    b'\r' if at + 1 < buffer.len() => {
-                        if buffer[at + 1] == b'\n' {
-                            at + 2
-                        } else {
-                            at + 1
-                        }
-                    }
-                    // A \r at the very end may be half of \r\n: wait.
-                    b'\r' => return None,
-                    _ => {
-                        at += 1;
-                        continue;
-                    }
-                };
-                if at == line_start {
-                    return Some(end);
+            loop {
+                let (_, end) = next_line(buffer, line_start, at_end)?;
+                if end.start == line_start {
+                    return Some(end.end);
                 }
-                at = end;
-                line_start = end;
+                line_start = end.end;
             }
-            None
         }
+    }
+}
+
+/// The next line from `start`: its content's end and its terminator's
+/// range; `None` when no terminator is complete yet.
+fn next_line(buffer: &[u8], start: usize, at_end: bool) -> Option<(usize, Range<usize>)> {
+    let at = start
+        + buffer
+            .get(start..)?
+            .iter()
+            .position(|b| matches!(b, b'\r' | b'\n'))?;
+    let end = match (buffer[at], buffer.get(at + 1)) {
+        (b'\r', Some(b'\n')) => at + 2,
+        // A \r at the very end may be half of \r\n: wait, unless it is the end.
+        (b'\r', None) if !at_end => return None,
+        _ => at + 1,
+    };
+    Some((at, at..end))
+}
+
+/// The non-empty lines of an SSE event, as ranges of `raw` without their
+/// terminators (the last may have none).
+fn sse_lines(raw: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || loop {
+        if start >= raw.len() {
+            return None;
+        }
+        let line = match next_line(raw, start, true) {
+            Some((content_end, terminator)) => {
+                let line = start..content_end;
+                start = terminator.end;
+                line
+            }
+            None => {
+                let line = start..raw.len();
+                start = raw.len();
+                line
+            }
+        };
+        if !line.is_empty() {
+            return Some(line);
+        }
+    })
+}
+
+/// An SSE line's field name and the range of its value (one leading space
+/// dropped); `None` for a comment.
+fn sse_field(raw: &[u8], line: Range<usize>) -> Option<(&[u8], Range<usize>)> {
+    let text = &raw[line.clone()];
+    match text.iter().position(|b| *b == b':') {
+        Some(0) => None,
+        Some(i) => {
+            let value = line.start + i + 1;
+            let value = value + usize::from(raw.get(value) == Some(&b' ') && value < line.end);
+            Some((&text[..i], value..line.end))
+        }
+        None => Some((text, line.end..line.end)),
     }
 }
 
@@ -88,14 +130,10 @@ pub fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
             let mut name = None;
             let mut data: Option<Cow<'_, [u8]>> = None;
             for line in sse_lines(raw) {
-                let (field, value) = match line.iter().position(|b| *b == b':') {
-                    Some(0) => continue, // a comment
-                    Some(i) => {
-                        let value = &line[i + 1..];
-                        (&line[..i], value.strip_prefix(b" ").unwrap_or(value))
-                    }
-                    None => (line, &b""[..]),
+                let Some((field, value)) = sse_field(raw, line) else {
+                    continue; // a comment
                 };
+                let value = &raw[value];
                 match field {
                     b"event" => name = std::str::from_utf8(value).ok(),
                     b"data" => {
@@ -117,11 +155,60 @@ pub fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
     }
 }
 
-/// The non-empty lines of an SSE event, without their terminators.
-fn sse_lines(raw: &[u8]) -> impl Iterator<Item = &[u8]> {
-    raw.split(|b| *b == b'\n')
-        .flat_map(|l| l.split(|b| *b == b'\r'))
-        .filter(|l| !l.is_empty())
+/// Rewrites one event with the ranges of its data (as [`Event::data`]
+/// joins it) replaced by `null`. Every other byte of the event stays as
+/// received: its other fields (`id:`, `retry:`, `event:`), comments, line
+/// endings, an unterminated last line. For SSE, `comment` goes first as a
+/// comment line ending the way the event's lines do.
+pub fn rewrite(
+    framing: Framing,
+    raw: &[u8],
+    nulls: &[Range<usize>],
+    comment: Option<&str>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len() + 64);
+    let spans: Vec<Range<usize>> = match framing {
+        // The line's data starts at its first byte.
+        Framing::Ndjson => nulls.to_vec(),
+        Framing::Sse => {
+            if let Some(comment) = comment {
+                let eol = match raw.iter().position(|b| matches!(b, b'\r' | b'\n')) {
+                    Some(at) if raw[at] == b'\r' && raw.get(at + 1) == Some(&b'\n') => "\r\n",
+                    Some(at) if raw[at] == b'\r' => "\r",
+                    _ => "\n",
+                };
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(comment.as_bytes());
+                out.extend_from_slice(eol.as_bytes());
+            }
+            // Where each data line's value sits in `raw`, and in the joined data.
+            let mut values = Vec::new();
+            let mut joined = 0;
+            for line in sse_lines(raw) {
+                if let Some((b"data", value)) = sse_field(raw, line) {
+                    values.push((joined, value.clone()));
+                    joined += value.len() + 1;
+                }
+            }
+            let to_raw = |offset: usize, end: bool| {
+                values
+                    .iter()
+                    .find(|(at, value)| {
+                        let past = if end { offset > *at } else { offset >= *at };
+                        past && offset <= at + value.len()
+                    })
+                    .map(|(at, value)| value.start + offset - at)
+            };
+            nulls
+                .iter()
+                .filter_map(|r| Some(to_raw(r.start, false)?..to_raw(r.end, true)?))
+                .collect()
+        }
+    };
+    let mut replacements: Vec<(Range<usize>, &[u8])> =
+        spans.into_iter().map(|r| (r, &b"null"[..])).collect();
+    out.extend_from_slice(&crate::figures::replace(raw, &mut replacements));
+    out
 }
 
 /// Writes an event carrying `data` in the stream's framing, keeping the
@@ -190,7 +277,7 @@ mod tests {
 
     fn split(framing: Framing, mut buffer: &[u8]) -> (Vec<&[u8]>, &[u8]) {
         let mut events = Vec::new();
-        while let Some(len) = next_event(framing, buffer) {
+        while let Some(len) = next_event(framing, buffer, false) {
             events.push(&buffer[..len]);
             buffer = &buffer[len..];
         }
@@ -213,9 +300,14 @@ mod tests {
         );
         assert_eq!(rest, b"data: partial");
         assert_eq!(
-            next_event(Framing::Sse, b"data: x\r\n\r"),
+            next_event(Framing::Sse, b"data: x\r\n\r", false),
             None,
             "\\r may be half of \\r\\n"
+        );
+        assert_eq!(
+            next_event(Framing::Sse, b"data: x\r\r", true),
+            Some(9),
+            "at the end, a last \\r ends its line"
         );
     }
 
@@ -239,6 +331,31 @@ mod tests {
         let event = parse_event(Framing::Ndjson, b"{\"b\":2}\r\n");
         assert_eq!(event.data.as_deref(), Some(&b"{\"b\":2}"[..]));
         assert!(parse_event(Framing::Ndjson, b"\n").data.is_none());
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one span to null
+    fn a_rewrite_changes_only_the_nulled_spans() {
+        let raw = b"id: 7\r\nretry: 1000\r\ndata: {\"u\":\"x\"}\r\n\r\n";
+        let event = parse_event(Framing::Sse, raw);
+        let data = event.data.as_deref().unwrap();
+        assert_eq!(data, b"{\"u\":\"x\"}");
+        let out = rewrite(Framing::Sse, raw, &[5..8], Some("probity-normalized /u"));
+        assert_eq!(
+            out,
+            b": probity-normalized /u\r\nid: 7\r\nretry: 1000\r\ndata: {\"u\":null}\r\n\r\n"
+        );
+        // Data over two lines: spans map into each line's value.
+        let raw = b"event: e\rdata: {\"a\":1,\rdata:\"u\":\"x\"}\r\r";
+        let event = parse_event(Framing::Sse, raw);
+        assert_eq!(event.data.as_deref().unwrap(), b"{\"a\":1,\n\"u\":\"x\"}");
+        let out = rewrite(Framing::Sse, raw, &[12..15], Some("c"));
+        assert_eq!(out, b": c\revent: e\rdata: {\"a\":1,\rdata:\"u\":null}\r\r");
+        // NDJSON: the line's ending stays, or its lack of one.
+        let out = rewrite(Framing::Ndjson, b"{\"n\":\"x\"}\r\n", &[5..8], Some("c"));
+        assert_eq!(out, b"{\"n\":null}\r\n");
+        let out = rewrite(Framing::Ndjson, b"{\"n\":\"x\"}", &[5..8], None);
+        assert_eq!(out, b"{\"n\":null}");
     }
 
     #[test]

@@ -10,9 +10,20 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use super::catch::catching;
 use super::checked::CheckedStream;
 use crate::forward::{ForwardError, Relay};
 use crate::telemetry::{self, Ending, RequestRecord};
+
+/// Why a body ended early: an upstream fault (counted and logged where it
+/// is polled), or a panic probity could not answer within the stream.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error(transparent)]
+    Upstream(#[from] ForwardError),
+    #[error("probity failed while sending this response: {0}")]
+    Internal(String),
+}
 
 /// What is sent: a body held whole, a relayed stream, or a stream whose
 /// events are checked as they pass.
@@ -40,26 +51,57 @@ impl ResponseBody {
     }
 
     fn finish(&mut self, ending: Ending) {
-        if let Some(record) = self.record.take() {
+        if let Some(mut record) = self.record.take() {
+            if let Payload::Checked(checked) = &mut self.payload {
+                checked.conclude();
+                record.captured |= checked.captured();
+            }
             telemetry::request_finished(&record, self.bytes, ending);
         }
+    }
+
+    /// Polls the payload; a panic inside it is probity's own fault: a
+    /// checked stream ends with its error event, anything else is cut.
+    fn poll_payload(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let polled = catching(|| match &mut self.payload {
+            Payload::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Payload::Stream(relay) => Pin::new(relay).poll_frame(cx),
+            Payload::Checked(checked) => Pin::new(&mut **checked).poll_frame(cx),
+        });
+        let what = match polled {
+            Ok(polled) => return polled.map(|f| f.map(|r| r.map_err(BodyError::from))),
+            Err(what) => what,
+        };
+        if let Payload::Checked(checked) = &mut self.payload {
+            let answered = catching(|| {
+                checked.internal_error(what.clone());
+                Pin::new(&mut **checked).poll_frame(cx)
+            });
+            if let Ok(polled) = answered {
+                return polled.map(|f| f.map(|r| r.map_err(BodyError::from)));
+            }
+        } else if let Some(record) = &self.record {
+            let route = record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
+            telemetry::internal_error(route, &record.request_id, &what);
+        }
+        self.payload = Payload::Whole(None);
+        Poll::Ready(Some(Err(BodyError::Internal(what))))
     }
 }
 
 impl Body for ResponseBody {
     type Data = Bytes;
-    type Error = ForwardError;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, ForwardError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
-        let polled = match &mut this.payload {
-            Payload::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Payload::Stream(relay) => Pin::new(relay).poll_frame(cx),
-            Payload::Checked(checked) => Pin::new(&mut **checked).poll_frame(cx),
-        };
+        let polled = this.poll_payload(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 this.bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
@@ -75,11 +117,18 @@ impl Body for ResponseBody {
                 }
             }
             Poll::Ready(Some(Err(err))) => {
-                if let Some(record) = &this.record {
-                    let route = record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
-                    telemetry::upstream_fault(route, &record.request_id, err, true);
-                }
-                this.finish(Ending::Cut(err.kind()));
+                let kind = match err {
+                    BodyError::Upstream(fault) => {
+                        if let Some(record) = &this.record {
+                            let route =
+                                record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
+                            telemetry::upstream_fault(route, &record.request_id, fault, true);
+                        }
+                        fault.kind()
+                    }
+                    BodyError::Internal(_) => "internal",
+                };
+                this.finish(Ending::Cut(kind));
             }
             Poll::Ready(None) => this.finish(this.ending()),
             Poll::Pending => {}

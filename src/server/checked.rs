@@ -1,30 +1,32 @@
 //! A checked stream: the relay of an upstream stream whose events a dialect
 //! judges as they pass (`inspect::stream`). Each complete event goes on as
 //! soon as it is complete; only an incomplete one is held, until its end
-//! arrives.
+//! arrives, and at the upstream's end whatever is held is judged too.
 //!
 //! - A sound event passes as the same bytes (sliced, not copied).
-//! - An event with a malformed figure is rewritten alone, announced by an
-//!   SSE comment line `: probity-normalized <pointers>` (NDJSON has no
-//!   comments: the capture store says it).
+//! - An event with a malformed figure is rewritten alone: only the figure's
+//!   bytes change, announced by an SSE comment line `: probity-normalized
+//!   <pointers>` (NDJSON has no comments: the capture store says it).
 //! - A broken stream, or an upstream fault, ends the stream with an error
 //!   event in the stream's own format; the status line is long gone.
 //!
-//! The verbatim upstream bytes are retained (copied, up to
-//! `capture.max_bytes`) so that a rewritten or cut stream can be captured
-//! whole.
+//! What the stream's checks found is finished once, at its end
+//! (`finish`), like any response's. The verbatim upstream bytes are
+//! retained (copied, up to `capture.max_bytes`) so that a rewritten or cut
+//! stream can be captured whole.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body::{Body, Frame};
 
-use crate::capture::{Capture, CaptureStore, Outcome};
+use super::catch::injected_panic;
+use super::finish::{finish, Findings, Scope, Verbatim};
+use crate::capture::CaptureStore;
 use crate::contract::Contract;
 use crate::error::ProxyError;
 use crate::figures;
@@ -52,7 +54,6 @@ pub struct CheckedStream {
     /// was given.
     contract: Option<Contract>,
     verdict_given: bool,
-    output_reasons: Vec<&'static str>,
     context: StreamContext,
     /// An incomplete event, waiting for the rest of its bytes.
     pending: BytesMut,
@@ -61,16 +62,15 @@ pub struct CheckedStream {
     /// No more upstream bytes will be read.
     finished: bool,
     concluded: bool,
+    captured: bool,
     /// A copy, not references: a received chunk is a slice of hyper's read
     /// buffer, and holding it would pin the whole buffer for the stream's life.
     verbatim: BytesMut,
     upstream_bytes: usize,
-    normalized: Vec<String>,
-    /// The last well-formed value of each token kind (usage is cumulative
-    /// in streams: taken last, never summed).
-    tokens: Vec<(&'static str, u64)>,
-    /// Why the stream was cut short: an invariant or an upstream fault kind.
-    cut: Option<Outcome>,
+    /// What the checks found so far. Token counts hold the last
+    /// well-formed value of each kind (usage is cumulative in streams:
+    /// taken last, never summed).
+    findings: Findings,
 }
 
 impl CheckedStream {
@@ -81,26 +81,27 @@ impl CheckedStream {
             check: judge.check,
             contract: judge.contract,
             verdict_given: false,
-            output_reasons: Vec::new(),
             context,
             pending: BytesMut::new(),
             out: VecDeque::new(),
             finished: false,
             concluded: false,
+            captured: false,
             verbatim: BytesMut::new(),
             upstream_bytes: 0,
-            normalized: Vec::new(),
-            tokens: Vec::new(),
-            cut: None,
+            findings: Findings::default(),
         }
     }
 
     /// The fault kind or invariant that cut the stream, if one did.
     pub fn cut(&self) -> Option<&'static str> {
-        match self.cut {
-            Some(Outcome::Cut(kind)) | Some(Outcome::Rejected(kind)) => Some(kind),
-            _ => None,
-        }
+        self.findings.cut.or(self.findings.rejected)
+    }
+
+    /// Whether the verbatim upstream stream was captured (known once the
+    /// stream has concluded).
+    pub fn captured(&self) -> bool {
+        self.captured
     }
 
     fn retain(&mut self, chunk: &Bytes) {
@@ -120,7 +121,7 @@ impl CheckedStream {
         };
         let mut at = 0;
         let mut passed = 0;
-        while let Some(len) = stream::next_event(self.framing, &buffer[at..]) {
+        while let Some(len) = stream::next_event(self.framing, &buffer[at..], false) {
             let end = at + len;
             if !self.judge(&buffer, at, end, &mut passed) {
                 return;
@@ -136,6 +137,7 @@ impl CheckedStream {
     /// Judges the event `buffer[start..end]`; sound events accumulate in
     /// `buffer[passed..]` to go out as one slice. False when the stream ends.
     fn judge(&mut self, buffer: &Bytes, start: usize, end: usize, passed: &mut usize) -> bool {
+        injected_panic("stream", &self.context.request_id);
         let event = stream::parse_event(self.framing, &buffer[start..end]);
         if self.check.ends(&event) && self.contract.is_some() && !self.verdict_given {
             // The answer is complete: the verdict goes before the last event.
@@ -155,19 +157,16 @@ impl CheckedStream {
                 if start > *passed {
                     self.out.push_back(buffer.slice(*passed..start));
                 }
-                let data = event.data.as_deref().unwrap_or_default();
-                let clean = figures::splice(data, &judgement.nulls);
-                let note = format!("probity-normalized {}", judgement.pointers.join(","));
-                let rewritten = stream::write_event(self.framing, event.name, &clean, Some(&note));
-                self.out.push_back(Bytes::from(rewritten));
-                let route = &*self.context.route;
-                telemetry::figures_normalized(
-                    route,
-                    &self.context.request_id,
-                    &judgement.malformed,
+                let note = format!(
+                    "probity-normalized {}",
+                    figures::normalized_list(&judgement.pointers)
                 );
+                let rewritten =
+                    stream::rewrite(self.framing, event.raw, &judgement.nulls, Some(&note));
+                self.out.push_back(Bytes::from(rewritten));
                 self.note_tokens(&judgement.tokens);
-                self.normalized.extend(judgement.pointers);
+                self.findings.malformed.extend(judgement.malformed);
+                self.findings.pointers.extend(judgement.pointers);
                 *passed = end;
                 true
             }
@@ -176,9 +175,7 @@ impl CheckedStream {
                     self.out.push_back(buffer.slice(*passed..start));
                 }
                 *passed = end;
-                let route = &*self.context.route;
-                telemetry::invalid_response(route, &self.context.request_id, violation.invariant);
-                self.cut = Some(Outcome::Rejected(violation.invariant));
+                self.findings.rejected = Some(violation.invariant);
                 self.end_with(&ProxyError::InvalidResponse(violation));
                 false
             }
@@ -186,10 +183,11 @@ impl CheckedStream {
     }
 
     fn note_tokens(&mut self, tokens: &[(&'static str, u64)]) {
+        let kept = &mut self.findings.tokens;
         for (kind, count) in tokens {
-            match self.tokens.iter_mut().find(|(k, _)| k == kind) {
+            match kept.iter_mut().find(|(k, _)| k == kind) {
                 Some(slot) => slot.1 = *count,
-                None => self.tokens.push((kind, *count)),
+                None => kept.push((kind, *count)),
             }
         }
     }
@@ -206,98 +204,84 @@ impl CheckedStream {
     fn fault(&mut self, fault: ForwardError) {
         let route = &*self.context.route;
         telemetry::upstream_fault(route, &self.context.request_id, &fault, true);
-        self.cut = Some(Outcome::Cut(fault.kind()));
+        self.findings.cut = Some(fault.kind());
         self.end_with(&ProxyError::Forward(fault));
     }
 
-    /// The output contract's verdict on the answer gathered so far: counted,
-    /// and for SSE announced in a comment line (NDJSON has none).
+    /// probity's own fault while judging (a panic, caught by the body):
+    /// the stream ends with its error event, counted as internal.
+    pub fn internal_error(&mut self, what: String) {
+        telemetry::internal_error(&self.context.route, &self.context.request_id, &what);
+        self.out.clear();
+        self.end_with(&ProxyError::Internal { what });
+    }
+
+    /// The output contract's verdict on the answer gathered so far; for SSE
+    /// announced in a comment line (NDJSON has none).
     fn give_verdict(&mut self) {
         self.verdict_given = true;
         let (Some(contract), Some(answer)) = (&self.contract, self.check.answer()) else {
             return;
         };
         let verdict = contract.judge_text(&answer.text, answer.truncated, answer.refusal);
-        telemetry::output_judged(&contract.task, verdict.valid());
         let line = if verdict.valid() {
             ": probity-output valid\n\n".to_string()
         } else {
-            telemetry::output_invalid(&contract.task, &self.context.request_id, &verdict.reasons);
-            self.output_reasons = verdict.reasons.clone();
             format!(
                 ": probity-output invalid reason={}\n\n",
                 verdict.reasons.join(",")
             )
         };
+        self.findings.output = Some((contract.task.clone(), verdict));
         if self.framing == Framing::Sse {
             self.out.push_back(Bytes::from(line));
         }
     }
 
-    /// At the upstream's end: an unterminated last NDJSON line is still a
-    /// line; an unterminated SSE event is passed as it came (clients drop it).
+    /// At the upstream's end, whatever the splitter still holds is judged:
+    /// the events a last `\r` completes (CR-only line endings), then any
+    /// unterminated rest as a final event. Nothing leaves unjudged.
     fn flush(&mut self) {
         self.finished = true;
-        if self.pending.is_empty() {
-            self.finish_verdict();
-            return;
-        }
         let tail = self.pending.split().freeze();
-        let mut passed = 0;
-        if self.framing == Framing::Ndjson && !self.judge(&tail, 0, tail.len(), &mut passed) {
+        let (mut at, mut passed) = (0, 0);
+        while let Some(len) = stream::next_event(self.framing, &tail[at..], true) {
+            if !self.judge(&tail, at, at + len, &mut passed) {
+                return;
+            }
+            at += len;
+        }
+        if at < tail.len() && !self.judge(&tail, at, tail.len(), &mut passed) {
             return;
         }
         if tail.len() > passed {
             self.out.push_back(tail.slice(passed..));
         }
-        self.finish_verdict();
-    }
-
-    /// A stream that ended without its terminal event still gets a verdict.
-    fn finish_verdict(&mut self) {
-        if self.contract.is_some() && !self.verdict_given && self.cut.is_none() {
+        // A stream that ended without its terminal event still gets a verdict.
+        if self.contract.is_some() && !self.verdict_given {
             self.give_verdict();
         }
     }
 
-    /// Once, at the end: the token counts, and the capture of a stream that
-    /// was rewritten or cut.
-    fn conclude(&mut self) {
+    /// Once, at the end: what the checks found is finished (counted,
+    /// logged, and a rewritten, cut or invalid stream captured).
+    pub fn conclude(&mut self) {
         if std::mem::replace(&mut self.concluded, true) {
             return;
         }
-        telemetry::tokens(&self.context.route, &self.tokens);
-        let outcome = match self.cut.take() {
-            Some(outcome) => outcome,
-            None if !self.normalized.is_empty() => {
-                Outcome::Normalized(std::mem::take(&mut self.normalized))
-            }
-            None if !self.output_reasons.is_empty() => {
-                Outcome::OutputInvalid(self.output_reasons.clone())
-            }
-            None => return,
+        let scope = Scope {
+            route: &self.context.route,
+            request_id: &self.context.request_id,
+            endpoint: &self.context.endpoint,
+            captures: &self.context.captures,
         };
-        let body = self.verbatim.split();
-        self.context.captures.keep(Capture {
-            request_id: self
-                .context
-                .request_id
-                .to_str()
-                .unwrap_or_default()
-                .to_string(),
-            time: SystemTime::now(),
-            route: self.context.route.clone(),
-            endpoint: self.context.endpoint.clone(),
-            outcome: outcome.clone(),
+        let verbatim = Verbatim {
             status: self.context.status,
             headers: std::mem::take(&mut self.context.headers),
-            body: Some(body.freeze()),
+            body: self.verbatim.split().freeze(),
             body_bytes: self.upstream_bytes,
-        });
-        self.cut = match outcome {
-            Outcome::Normalized(_) | Outcome::OutputInvalid(_) | Outcome::Stitched(_) => None,
-            other => Some(other),
         };
+        self.captured = finish(&scope, &self.findings, verbatim);
     }
 }
 
@@ -312,6 +296,11 @@ impl Body for CheckedStream {
         let this = &mut *self;
         loop {
             if let Some(bytes) = this.out.pop_front() {
+                if this.finished && this.out.is_empty() {
+                    // Concluded before the last bytes go: whoever reads the
+                    // end of the stream finds it counted.
+                    this.conclude();
+                }
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));
             }
             if this.finished {

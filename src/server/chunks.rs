@@ -5,70 +5,86 @@
 //! checked on its own like any embedding response, and the answers are
 //! stitched (`batch`). The first failure in input order fails the whole
 //! request with its own error; the other chunks are cancelled, and nothing
-//! partial is ever returned.
-
-use std::sync::Arc;
-use std::time::SystemTime;
+//! partial is ever returned. What the chunks' checks found is finished in
+//! the same place as any response's (`finish`).
 
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
-use http::{request, response, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http::{response, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::body::Payload;
-use super::exchange::{respond, PROBITY_CAPTURE, PROBITY_NORMALIZED};
-use super::Shared;
+use super::exchange::{announce, respond, Call};
+use super::finish::{finish, Findings, Verbatim};
 use crate::batch::{self, BatchSpec, Part};
-use crate::capture::{Capture, Outcome};
 use crate::contract::SchemaCache;
-use crate::error::{ProxyError, RequestError};
-use crate::forward::{self, Fetched};
+use crate::error::ProxyError;
+use crate::forward::{self, Fetched, Reading, Relay};
 use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict, Violation};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 
 /// How one chunk ended, when not with a sound answer.
 enum Failure {
-    /// probity's own error: transport, or a broken payload.
+    /// A transport fault.
     Proxy(ProxyError),
+    /// The chunk's answer broke a payload invariant; kept for the capture.
+    Rejected(Violation, response::Parts, Bytes),
     /// The provider's own error answer, passed on as it came.
     Upstream(response::Parts, Bytes),
+    /// The provider's own error answer, as a stream.
+    UpstreamStream(response::Parts, Relay),
+    /// probity's own fault: the chunk's task panicked.
+    Internal(String),
 }
 
-/// One chunk's answer, with what its capture needs.
+/// One chunk's checked answer.
 struct Answer {
     status: StatusCode,
     part: Part,
+    /// The labels of the malformed figures its check found.
+    malformed: Vec<&'static str>,
+    uninspected: Option<&'static str>,
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn send(
-    shared: &Shared,
-    route: &Arc<Route>,
-    client: &request::Parts,
-    rest: &str,
-    path: String,
-    endpoint: &'static Endpoint,
+    call: &Call<'_>,
     spec: BatchSpec,
     bodies: Vec<Bytes>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
-    telemetry::chunked(&route.name, bodies.len());
+    let Some(endpoint) = call.endpoint else {
+        return Err(ProxyError::Internal {
+            what: "a batch was split for an endpoint that is not inspected".into(),
+        });
+    };
+    telemetry::chunked(&call.route.name);
     let mut requests = Vec::with_capacity(bodies.len());
-    for body in &bodies {
-        let request =
-            forward::upstream_request(route, client, rest, body.clone(), &record.request_id)
-                .map_err(|_| RequestError::BadTarget)?;
-        requests.push((request, body.clone()));
+    for body in bodies {
+        requests.push((
+            call.upstream_request(body.clone(), &record.request_id)?,
+            body,
+        ));
     }
+    let answers = match gather(call, endpoint, requests).await {
+        Ok(answers) => answers,
+        Err(failure) => return failed(call, failure, record),
+    };
+    stitched(call, endpoint, &spec, answers, record)
+}
 
-    // At most `max_chunk_concurrency` in flight, started in input order,
-    // refilled as soon as any finishes. Once a chunk fails, nothing more is
-    // started and the chunks after it are cancelled; the ones before it
-    // still finish, since one of them may be the first failure in input
-    // order. The JoinSet aborts whatever is left when dropped (the client
-    // went away, or the request is decided).
-    let limit = route.max_chunk_concurrency.max(1);
+/// Sends the chunks, at most `max_chunk_concurrency` in flight, started in
+/// input order and refilled as soon as any finishes. Once a chunk fails,
+/// nothing more is started and the chunks after it are cancelled; the ones
+/// before it still finish, since one of them may be the first failure in
+/// input order. The JoinSet aborts whatever is left when dropped (the
+/// client went away, or the request is decided).
+async fn gather(
+    call: &Call<'_>,
+    endpoint: &'static Endpoint,
+    requests: Vec<(http::Request<http_body_util::Full<Bytes>>, Bytes)>,
+) -> Result<Vec<Answer>, Failure> {
+    let limit = call.route.max_chunk_concurrency.max(1);
     let total = requests.len();
     let mut pending = requests.into_iter().enumerate();
     let mut running: JoinSet<(usize, Result<Answer, Failure>)> = JoinSet::new();
@@ -80,31 +96,35 @@ pub(super) async fn send(
             let Some((index, (request, body))) = pending.next() else {
                 break;
             };
-            let (route, path) = (route.clone(), path.clone());
-            handles[index] = Some(
-                running.spawn(async move { (index, fetch(&route, request, body, &path).await) }),
-            );
+            telemetry::chunk_sent(&call.route.name);
+            let route = call.route.clone();
+            let task = async move { (index, fetch(&route, endpoint, request, body).await) };
+            if let Some(slot) = handles.get_mut(index) {
+                *slot = Some(running.spawn(task));
+            }
         }
         let Some(joined) = running.join_next().await else {
             break;
         };
         let (index, outcome) = match joined {
             Ok(joined) => joined,
-            // Only a panic gets here (aborts happen after a failure is known).
-            Err(_) => (
-                total,
-                Err(Failure::Proxy(ProxyError::from(Violation {
-                    invariant: "chunk_failed",
-                    message: "a chunk's task ended without an answer".into(),
-                }))),
+            // Aborts happen only after a failure is known: this is a panic,
+            // probity's own fault; it fails the request before any chunk.
+            Err(err) => (
+                0,
+                Err(Failure::Internal(format!("a chunk's task failed: {err}"))),
             ),
         };
         match outcome {
-            Ok(answer) => answers[index] = Some(answer),
+            Ok(answer) => {
+                if let Some(slot) = answers.get_mut(index) {
+                    *slot = Some(answer);
+                }
+            }
             Err(failure) => {
                 if first_failure
                     .as_ref()
-                    .map_or(true, |(first, _)| index < *first)
+                    .is_none_or(|(first, _)| index < *first)
                 {
                     for handle in handles.iter().skip(index + 1).flatten() {
                         handle.abort();
@@ -114,75 +134,113 @@ pub(super) async fn send(
             }
         }
     }
-    drop(running);
-    if let Some((_, failure)) = first_failure {
-        return match failure {
-            Failure::Proxy(ProxyError::InvalidResponse(violation)) => {
-                telemetry::invalid_response(&route.name, &record.request_id, violation.invariant);
-                Err(violation.into())
-            }
-            Failure::Proxy(err) => Err(err),
-            Failure::Upstream(parts, body) => {
-                record.upstream_status = Some(parts.status);
-                Ok(respond(
-                    parts,
-                    &record.request_id,
-                    Payload::Whole(Some(body)),
-                ))
-            }
-        };
+    match first_failure {
+        Some((_, failure)) => Err(failure),
+        None => Ok(answers.into_iter().flatten().collect()),
     }
-    let answers: Vec<Answer> = answers.into_iter().flatten().collect();
+}
 
-    let parts: Vec<Part> = answers
-        .iter()
-        .map(|a| Part {
-            headers: a.part.headers.clone(),
-            body: a.part.body.clone(),
-        })
-        .collect();
-    let stitched = match batch::stitch(&parts, &spec, endpoint.figures, endpoint.header_figures) {
+/// The request fails with the first chunk's failure, answered like an
+/// unchunked call's.
+fn failed(
+    call: &Call<'_>,
+    failure: Failure,
+    record: &mut RequestRecord,
+) -> Result<Response<Payload>, ProxyError> {
+    match failure {
+        Failure::Proxy(err) => Err(err),
+        Failure::Internal(what) => {
+            telemetry::internal_error(&call.route.name, &record.request_id, &what);
+            Err(ProxyError::Internal { what })
+        }
+        Failure::Rejected(violation, parts, body) => {
+            let findings = Findings {
+                rejected: Some(violation.invariant),
+                ..Findings::default()
+            };
+            let verbatim = Verbatim {
+                status: parts.status,
+                headers: parts.headers,
+                body_bytes: body.len(),
+                body,
+            };
+            record.captured = finish(&call.scope(&record.request_id), &findings, verbatim);
+            Err(violation.into())
+        }
+        Failure::Upstream(parts, body) => {
+            record.upstream_status = Some(parts.status);
+            Ok(respond(
+                parts,
+                &record.request_id,
+                Payload::Whole(Some(body)),
+            ))
+        }
+        Failure::UpstreamStream(parts, relay) => {
+            record.upstream_status = Some(parts.status);
+            Ok(respond(parts, &record.request_id, Payload::Stream(relay)))
+        }
+    }
+}
+
+/// Stitches the chunks' answers and finishes the result like any response.
+fn stitched(
+    call: &Call<'_>,
+    endpoint: &'static Endpoint,
+    spec: &BatchSpec,
+    answers: Vec<Answer>,
+    record: &mut RequestRecord,
+) -> Result<Response<Payload>, ProxyError> {
+    let parts: Vec<&Part> = answers.iter().map(|a| &a.part).collect();
+    let status = answers.first().map_or(StatusCode::OK, |a| a.status);
+    // Every chunk's verbatim answer, in input order, is the capture.
+    let body = batch::capture_body(
+        &answers
+            .iter()
+            .map(|a| (a.status, &a.part))
+            .collect::<Vec<_>>(),
+    );
+    let verbatim = Verbatim {
+        status,
+        headers: json_headers(),
+        body_bytes: body.len(),
+        body,
+    };
+    let scope = call.scope(&record.request_id);
+    let stitched = match batch::stitch(&parts, spec, endpoint.figures, endpoint.header_figures) {
         Ok(stitched) => stitched,
         Err(violation) => {
-            telemetry::invalid_response(&route.name, &record.request_id, violation.invariant);
-            record.captured = keep(
-                shared,
-                route,
-                &path,
-                &record.request_id,
-                &answers,
-                Outcome::Rejected(violation.invariant),
-            );
+            let findings = Findings {
+                rejected: Some(violation.invariant),
+                ..Findings::default()
+            };
+            record.captured = finish(&scope, &findings, verbatim);
             return Err(violation.into());
         }
     };
-    record.upstream_status = Some(answers[0].status);
-    record.captured = keep(
-        shared,
-        route,
-        &path,
-        &record.request_id,
-        &answers,
-        Outcome::Stitched(stitched.nulled.clone()),
-    );
+    // Tokens are the stitched sums (a sum only of well-formed figures);
+    // every malformed figure a chunk had is counted.
+    let findings = Findings {
+        tokens: inspect::tokens(endpoint, &stitched.body, &stitched.headers),
+        malformed: answers
+            .iter()
+            .flat_map(|a| a.malformed.iter().copied())
+            .collect(),
+        pointers: stitched.nulled,
+        uninspected: answers.iter().find_map(|a| a.uninspected),
+        stitched: true,
+        ..Findings::default()
+    };
+    record.upstream_status = Some(status);
+    record.captured = finish(&scope, &findings, verbatim);
 
     let mut upstream = Response::new(());
-    *upstream.status_mut() = answers[0].status;
+    *upstream.status_mut() = status;
     *upstream.headers_mut() = stitched.headers;
     let (mut upstream, ()) = upstream.into_parts();
     upstream
         .headers
         .insert(CONTENT_LENGTH, stitched.body.len().into());
-    if !stitched.nulled.is_empty() {
-        if let Ok(list) = HeaderValue::try_from(stitched.nulled.join(",")) {
-            upstream.headers.insert(PROBITY_NORMALIZED, list);
-        }
-    }
-    if record.captured {
-        upstream
-            .headers
-            .insert(PROBITY_CAPTURE, record.request_id.clone());
-    }
+    announce(&mut upstream.headers, &findings, record);
     Ok(respond(
         upstream,
         &record.request_id,
@@ -190,22 +248,29 @@ pub(super) async fn send(
     ))
 }
 
-/// Sends one chunk and checks its answer on its own.
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers
+}
+
+/// Sends one chunk and checks its answer on its own. A chunk is an
+/// embedding request, which asks for a document: its answer is read whole
+/// and judged as one, whatever its media type.
 async fn fetch(
     route: &Route,
+    endpoint: &'static Endpoint,
     request: http::Request<http_body_util::Full<Bytes>>,
     body: Bytes,
-    path: &str,
 ) -> Result<Answer, Failure> {
-    let (parts, bytes) = match forward::fetch(route, request, true).await {
+    let (parts, bytes) = match forward::fetch(route, request, Reading::Document).await {
         Err(err) => return Err(Failure::Proxy(err.into())),
         Ok(Fetched::Whole(parts, bytes)) => (parts, bytes),
-        Ok(Fetched::Stream(..)) => {
-            return Err(Failure::Proxy(ProxyError::from(Violation {
-                invariant: "invalid_json",
-                message: "an embedding chunk was answered with a stream".into(),
-            })))
-        }
+        // Only a provider's error answer is relayed live.
+        Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
     };
     if !parts.status.is_success() {
         return Err(Failure::Upstream(parts, bytes));
@@ -217,69 +282,27 @@ async fn fetch(
     };
     let exchange = Exchange {
         method: &Method::POST,
-        path,
-        request_headers: &HeaderMap::new(),
         request_body: &body,
         status: parts.status,
         response_headers: &parts.headers,
         response_body: &bytes,
     };
-    match inspect::inspect(route.dialect, &exchange, &contracts) {
-        Verdict::Reject(violation) => Err(Failure::Proxy(violation.into())),
-        _ => Ok(Answer {
-            status: parts.status,
-            part: Part {
-                headers: parts.headers,
-                body: bytes,
-            },
-        }),
-    }
-}
-
-/// Captures every chunk's verbatim answer, in order, as one JSON document:
-/// `{"chunks": [{"status": 200, "headers": {...}, "body": "..."}]}`.
-fn keep(
-    shared: &Shared,
-    route: &Route,
-    path: &str,
-    request_id: &HeaderValue,
-    answers: &[Answer],
-    outcome: Outcome,
-) -> bool {
-    let chunks: Vec<serde_json::Value> = answers
-        .iter()
-        .map(|a| {
-            let headers: serde_json::Map<String, serde_json::Value> = a
-                .part
-                .headers
-                .iter()
-                .filter_map(|(k, v)| {
-                    Some((k.to_string(), serde_json::Value::from(v.to_str().ok()?)))
-                })
-                .collect();
-            serde_json::json!({
-                "status": a.status.as_u16(),
-                "headers": headers,
-                "body": String::from_utf8_lossy(&a.part.body),
+    match inspect::inspect(endpoint, &exchange, &contracts) {
+        Verdict::Reject(violation) => Err(Failure::Rejected(violation, parts, bytes)),
+        verdict => {
+            let (malformed, uninspected) = match verdict {
+                Verdict::Checked(checked) => (checked.judgement.malformed, checked.uninspected),
+                _ => (Vec::new(), None),
+            };
+            Ok(Answer {
+                status: parts.status,
+                part: Part {
+                    headers: parts.headers,
+                    body: bytes,
+                },
+                malformed,
+                uninspected,
             })
-        })
-        .collect();
-    let body = Bytes::from(serde_json::json!({ "chunks": chunks }).to_string());
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    shared.captures.keep(Capture {
-        request_id: request_id.to_str().unwrap_or_default().to_string(),
-        time: SystemTime::now(),
-        route: route.name.clone(),
-        endpoint: path.to_string(),
-        outcome,
-        status: answers.first().map_or(StatusCode::OK, |a| a.status),
-        headers,
-        body_bytes: body.len(),
-        body: Some(body),
-    });
-    shared.captures.enabled()
+        }
+    }
 }

@@ -1,41 +1,47 @@
 //! One request, from arrival to response, in explicit phases:
 //!
-//! 1. **request filter**: give it a request id, find its route (`route`),
-//!    read its body within `max_request_bytes`;
-//! 2. **upstream request**: build it (`forward::upstream_request`);
-//! 3. **fetch**: send it and read the response whole, or ready a relay
-//!    (`forward::fetch`);
-//! 4. **inspect**: the route's dialect judges a whole response (`inspect`):
-//!    pass it, null its malformed figures, or reject it; what is changed or
-//!    rejected is kept verbatim in the capture store;
-//! 5. **respond**: the upstream's status and headers (hop-by-hop removed,
-//!    `x-request-id` added) with the body as it came, or an error response.
+//! 1. **request filter** (`exchange`): give it a request id, find its route
+//!    (`route`), read its body within `max_request_bytes`, find the
+//!    endpoint it is and what it asks for (a document or a stream);
+//! 2. **chunks** (`chunks`): a batch larger than the provider takes goes
+//!    out as chunks and comes back stitched;
+//! 3. **upstream request and fetch** (`forward`): the response is read
+//!    whole or relayed live, as the request asked;
+//! 4. **inspect** (`whole`, `streamed`): the route's dialect judges it
+//!    (`inspect`): pass, null malformed figures, or reject; a stream is
+//!    judged event by event as it passes (`checked`);
+//! 5. **finish and respond** (`finish`, `respond`): what was found is
+//!    counted, logged and captured in one place, stated in headers, and the
+//!    upstream's status and headers go back (hop-by-hop removed,
+//!    `x-request-id` added) with the body, or an error response.
 //!
 //! Every request ends in exactly one response: each fault becomes a
-//! [`ProxyError`], answered in one place (`error`).
+//! [`ProxyError`], answered in one place (`error`); a panic is caught and
+//! answered as `internal_error` (`catch`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
-use http::{response, HeaderMap, Method, Request, Response};
+use http::{request, response, HeaderMap, Method, Request, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::body::{Payload, ResponseBody};
+use super::catch::{injected_panic, CatchPanic};
 use super::checked::{CheckedStream, StreamContext};
 use super::chunks;
+use super::finish::{finish, Findings, Scope, Verbatim};
 use super::request_id::request_id;
 use super::Shared;
-use crate::batch;
-use crate::capture::{Capture, Outcome};
 use crate::error::{ProxyError, RequestError};
-use crate::forward::{self, remove_hop_by_hop, Fetched, X_REQUEST_ID};
-use crate::inspect::{self, Contracts, Exchange, Verdict};
+use crate::figures;
+use crate::forward::{self, remove_hop_by_hop, Fetched, Reading, Relay, X_REQUEST_ID};
+use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Verdict};
 use crate::route::Route;
+use crate::telemetry::{self, RequestRecord};
 
 /// Lists the JSON pointers of the figures a response had nulled.
 pub const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
@@ -45,7 +51,6 @@ pub const PROBITY_OUTPUT: HeaderName = HeaderName::from_static("probity-output")
 pub const PROBITY_OUTPUT_REASON: HeaderName = HeaderName::from_static("probity-output-reason");
 /// Names the capture (the request id) holding the verbatim upstream response.
 pub const PROBITY_CAPTURE: HeaderName = HeaderName::from_static("probity-capture");
-use crate::telemetry::{self, RequestRecord};
 
 /// The proxy's service: every request gets exactly one response.
 pub(super) async fn handle(
@@ -62,247 +67,283 @@ pub(super) async fn handle(
         started: Instant::now(),
         captured: false,
     };
-    let response = match exchange(&shared, request, &mut record).await {
-        Ok(response) => response,
-        Err(err) => {
-            let route = record.route.as_deref();
-            if let ProxyError::Forward(fault) = &err {
-                let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
-                telemetry::upstream_fault(label, &record.request_id, fault, false);
-            }
-            let mut response = err.respond(route, &record.request_id);
-            if record.captured {
-                let id = record.request_id.clone();
-                response.headers_mut().insert(PROBITY_CAPTURE, id);
-            }
-            response.map(|body| Payload::Whole(Some(body)))
+    let outcome = CatchPanic::new(exchange(&shared, request, &mut record)).await;
+    let response = match outcome {
+        Ok(Ok(response)) => response,
+        Ok(Err(err)) => error_response(&err, &record),
+        Err(what) => {
+            let route = record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
+            telemetry::internal_error(route, &record.request_id, &what);
+            error_response(&ProxyError::Internal { what }, &record)
         }
     };
     record.status = response.status();
     Ok(response.map(|payload| ResponseBody::new(payload, record)))
 }
 
+/// The request filter, then the phases after it.
 async fn exchange(
     shared: &Shared,
     request: Request<Incoming>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
-    // Request filter.
     let (parts, body) = request.into_parts();
     let matched = shared.routes.find(parts.uri.path())?;
-    let route: &Route = matched.route;
+    let route = matched.route;
     record.route = Some(route.name.clone());
     let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
-
-    // The endpoint this POST is, when the route's dialect checks it.
-    let endpoint = route.upstream.path(matched.rest);
-    let checked = match parts.method {
-        Method::POST => route.dialect.endpoint(&endpoint),
+    let path = route.upstream.path(matched.rest);
+    let endpoint = match parts.method {
+        Method::POST => route.dialect.endpoint(&path),
         _ => None,
     };
-
-    // A batch larger than the provider takes goes out as chunks.
-    if let (Some(max), Some(checked)) = (route.max_batch_inputs, checked) {
-        if let Some(spec) = checked.batch {
-            if let Some(bodies) = batch::split(&body, &spec, max) {
-                let (rest, route) = (matched.rest, matched.route);
-                return chunks::send(
-                    shared, route, &parts, rest, endpoint, checked, spec, bodies, record,
-                )
-                .await;
-            }
-        }
-    }
-
-    // Upstream request.
-    let upstream_request = forward::upstream_request(
+    injected_panic("exchange", &record.request_id);
+    let call = Call {
+        shared,
         route,
-        &parts,
-        matched.rest,
-        body.clone(),
-        &record.request_id,
-    )
-    .map_err(|_| RequestError::BadTarget)?;
-
-    // Fetch.
-    // A response this dialect checks is read whole, whatever its framing.
-    let whole = checked.is_some();
-    let (upstream, bytes) = match forward::fetch(route, upstream_request, whole).await? {
-        Fetched::Whole(upstream, bytes) => (upstream, bytes),
-        Fetched::Stream(upstream, relay) => {
-            record.upstream_status = Some(upstream.status);
-            let exchange = Exchange {
-                method: &parts.method,
-                path: &endpoint,
-                request_headers: &parts.headers,
-                request_body: &body,
-                status: upstream.status,
-                response_headers: &upstream.headers,
-                response_body: &Bytes::new(),
-            };
-            let contracts = Contracts {
-                config: route.contract.as_ref(),
-                cache: &shared.schemas,
-            };
-            let payload = match inspect::stream_check(route.dialect, &exchange, &contracts) {
-                None => Payload::Stream(relay),
-                Some(Err(reason)) => {
-                    telemetry::uninspected(&route.name, &record.request_id, reason);
-                    Payload::Stream(relay)
-                }
-                Some(Ok(judge)) => {
-                    let context = StreamContext {
-                        route: route.name.clone(),
-                        request_id: record.request_id.clone(),
-                        endpoint,
-                        status: upstream.status,
-                        headers: upstream.headers.clone(),
-                        captures: shared.captures.clone(),
-                        retain_limit: shared.capture_retain_limit,
-                    };
-                    Payload::Checked(Box::new(CheckedStream::new(relay, judge, context)))
-                }
-            };
-            return Ok(respond(upstream, &record.request_id, payload));
-        }
-    };
-    record.upstream_status = Some(upstream.status);
-
-    // Inspect.
-    let contracts = Contracts {
-        config: route.contract.as_ref(),
-        cache: &shared.schemas,
-    };
-    let verdict = inspect::inspect(
-        route.dialect,
-        &Exchange {
-            method: &parts.method,
-            path: &endpoint,
-            request_headers: &parts.headers,
-            request_body: &body,
-            status: upstream.status,
-            response_headers: &upstream.headers,
-            response_body: &bytes,
-        },
-        &contracts,
-    );
-    let name = &*route.name;
-    let request_id = &record.request_id;
-    let checked = match verdict {
-        Verdict::Unchecked => None,
-        Verdict::Uninspected(reason) => {
-            telemetry::uninspected(name, request_id, reason);
-            None
-        }
-        Verdict::Reject(violation) => {
-            telemetry::invalid_response(name, request_id, violation.invariant);
-            let outcome = Outcome::Rejected(violation.invariant);
-            record.captured = keep(
-                shared, route, &endpoint, request_id, outcome, &upstream, &bytes,
-            );
-            return Err(violation.into());
-        }
-        Verdict::Checked(checked) => Some(checked),
-    };
-    let Some(checked) = checked else {
-        return Ok(respond(upstream, request_id, Payload::Whole(Some(bytes))));
+        client: &parts,
+        rest: matched.rest,
+        path: &path,
+        body: &body,
+        endpoint,
     };
 
-    // Respond: what inspection found is counted, stated in headers, and
-    // (when anything changed or the answer is invalid) captured.
-    telemetry::tokens(name, &checked.judgement.tokens);
-    let normalized = !checked.judgement.is_clean();
-    if normalized {
-        telemetry::figures_normalized(name, request_id, &checked.judgement.malformed);
+    if let Some((spec, bodies)) = call.chunks() {
+        return chunks::send(&call, spec, bodies, record).await;
     }
-    if let Some(output) = &checked.output {
-        telemetry::output_judged(&output.task, output.verdict.valid());
-    }
-    let invalid = checked.output.as_ref().filter(|o| !o.verdict.valid());
-    if let Some(output) = invalid {
-        telemetry::output_invalid(&output.task, request_id, &output.verdict.reasons);
-    }
-    let outcome = match (normalized, invalid) {
-        (true, _) => Some(Outcome::Normalized(checked.judgement.pointers.clone())),
-        (false, Some(output)) => Some(Outcome::OutputInvalid(output.verdict.reasons.clone())),
-        (false, None) => None,
-    };
-    let captured = outcome.is_some_and(|outcome| {
-        keep(
-            shared, route, &endpoint, request_id, outcome, &upstream, &bytes,
-        )
-    });
-    record.captured = captured;
 
-    let mut upstream = upstream;
-    for header in &checked.judgement.removed_headers {
-        upstream.headers.remove(*header);
+    let upstream_request = call.upstream_request(body.clone(), &record.request_id)?;
+    match forward::fetch(route, upstream_request, call.reading()).await? {
+        Fetched::Whole(upstream, bytes) => call.whole(upstream, bytes, record),
+        Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
     }
-    let bytes = match checked.body {
-        Some(rewritten) => {
-            upstream
-                .headers
-                .insert(CONTENT_LENGTH, rewritten.len().into());
-            rewritten
-        }
-        None => bytes,
-    };
-    if normalized {
-        if let Ok(list) = HeaderValue::try_from(checked.judgement.pointers.join(",")) {
-            upstream.headers.insert(PROBITY_NORMALIZED, list);
-        }
-    }
-    if let Some(output) = &checked.output {
-        let valid = output.verdict.valid();
-        let verdict = HeaderValue::from_static(if valid { "valid" } else { "invalid" });
-        upstream.headers.insert(PROBITY_OUTPUT, verdict);
-        if let (false, Ok(reasons)) = (
-            valid,
-            HeaderValue::try_from(output.verdict.reasons.join(",")),
-        ) {
-            upstream.headers.insert(PROBITY_OUTPUT_REASON, reasons);
-        }
-    }
-    if captured {
-        upstream.headers.insert(PROBITY_CAPTURE, request_id.clone());
-    }
-    Ok(respond(upstream, request_id, Payload::Whole(Some(bytes))))
 }
 
-/// Keeps the verbatim upstream response in the capture store; whether it
-/// was kept (the store may be disabled).
-fn keep(
-    shared: &Shared,
-    route: &Route,
-    endpoint: &str,
-    request_id: &HeaderValue,
-    outcome: Outcome,
-    upstream: &response::Parts,
-    bytes: &Bytes,
-) -> bool {
-    shared.captures.keep(Capture {
-        request_id: request_id.to_str().unwrap_or_default().to_string(),
-        time: SystemTime::now(),
-        route: route.name.clone(),
-        endpoint: endpoint.to_string(),
-        outcome,
-        status: upstream.status,
-        headers: upstream.headers.clone(),
-        body: Some(bytes.clone()),
-        body_bytes: bytes.len(),
-    });
-    shared.captures.enabled()
+/// One client call, as the phases after the request filter see it.
+pub(super) struct Call<'a> {
+    pub shared: &'a Shared,
+    pub route: &'a Arc<Route>,
+    pub client: &'a request::Parts,
+    /// The client's path after the route prefix.
+    pub rest: &'a str,
+    /// The path sent upstream.
+    pub path: &'a str,
+    pub body: &'a Bytes,
+    /// The endpoint, when the route's dialect inspects this request.
+    pub endpoint: Option<&'static Endpoint>,
+}
+
+impl Call<'_> {
+    /// A batch larger than the route's `max_batch_inputs`, split.
+    fn chunks(&self) -> Option<(crate::batch::BatchSpec, Vec<Bytes>)> {
+        let max = self.route.max_batch_inputs?;
+        let spec = self.endpoint?.batch?;
+        crate::batch::split(self.body, &spec, max).map(|bodies| (spec, bodies))
+    }
+
+    /// How the answer is read: as the request asked, when it is inspected.
+    fn reading(&self) -> Reading {
+        match self.endpoint.map(|e| e.asked(self.body)) {
+            None | Some(Asked::Unknown) => Reading::ByMedia,
+            Some(Asked::Document) => Reading::Document,
+            Some(Asked::Stream) => Reading::Stream,
+        }
+    }
+
+    pub(super) fn upstream_request(
+        &self,
+        body: Bytes,
+        request_id: &HeaderValue,
+    ) -> Result<Request<http_body_util::Full<Bytes>>, ProxyError> {
+        forward::upstream_request(self.route, self.client, self.rest, body, request_id).map_err(
+            |err| ProxyError::Internal {
+                what: format!("cannot build the upstream request ({err})"),
+            },
+        )
+    }
+
+    pub(super) fn contracts(&self) -> Contracts<'_> {
+        Contracts {
+            config: self.route.contract.as_ref(),
+            cache: &self.shared.schemas,
+        }
+    }
+
+    pub(super) fn scope<'b>(&'b self, request_id: &'b HeaderValue) -> Scope<'b> {
+        Scope {
+            route: &self.route.name,
+            request_id,
+            endpoint: self.path,
+            captures: &self.shared.captures,
+        }
+    }
+
+    /// Inspects a whole answer and finishes it.
+    fn whole(
+        &self,
+        mut upstream: response::Parts,
+        bytes: Bytes,
+        record: &mut RequestRecord,
+    ) -> Result<Response<Payload>, ProxyError> {
+        record.upstream_status = Some(upstream.status);
+        let verdict = match self.endpoint {
+            None => Verdict::Unchecked,
+            Some(endpoint) => inspect::inspect(
+                endpoint,
+                &Exchange {
+                    method: &self.client.method,
+                    request_body: self.body,
+                    status: upstream.status,
+                    response_headers: &upstream.headers,
+                    response_body: &bytes,
+                },
+                &self.contracts(),
+            ),
+        };
+        let verbatim = |upstream: &response::Parts| Verbatim {
+            status: upstream.status,
+            headers: upstream.headers.clone(),
+            body: bytes.clone(),
+            body_bytes: bytes.len(),
+        };
+        let checked = match verdict {
+            Verdict::Unchecked => {
+                return Ok(respond(
+                    upstream,
+                    &record.request_id,
+                    Payload::Whole(Some(bytes)),
+                ))
+            }
+            Verdict::Reject(violation) => {
+                let findings = Findings {
+                    rejected: Some(violation.invariant),
+                    ..Findings::default()
+                };
+                let scope = self.scope(&record.request_id);
+                record.captured = finish(&scope, &findings, verbatim(&upstream));
+                return Err(violation.into());
+            }
+            Verdict::Checked(checked) => *checked,
+        };
+        let judgement = checked.judgement;
+        let findings = Findings {
+            tokens: judgement.tokens,
+            malformed: judgement.malformed,
+            pointers: judgement.pointers,
+            uninspected: checked.uninspected,
+            output: checked.output.map(|o| (o.task, o.verdict)),
+            ..Findings::default()
+        };
+        let scope = self.scope(&record.request_id);
+        record.captured = finish(&scope, &findings, verbatim(&upstream));
+        for header in &judgement.removed_headers {
+            upstream.headers.remove(*header);
+        }
+        let body = match checked.body {
+            Some(rewritten) => {
+                // The body changed: its length is the rewritten one.
+                upstream
+                    .headers
+                    .insert(CONTENT_LENGTH, rewritten.len().into());
+                rewritten
+            }
+            None => bytes,
+        };
+        announce(&mut upstream.headers, &findings, record);
+        Ok(respond(
+            upstream,
+            &record.request_id,
+            Payload::Whole(Some(body)),
+        ))
+    }
+
+    /// Sets up a live answer: judged event by event when it is a 2xx answer
+    /// to an inspected endpoint, else relayed as it comes.
+    fn streamed(
+        &self,
+        mut upstream: response::Parts,
+        relay: Relay,
+        record: &mut RequestRecord,
+    ) -> Response<Payload> {
+        record.upstream_status = Some(upstream.status);
+        let judge = match self.endpoint {
+            Some(endpoint) if upstream.status.is_success() => Some(inspect::stream_judge(
+                endpoint,
+                self.body,
+                &self.contracts(),
+            )),
+            _ => None,
+        };
+        let payload = match judge {
+            None => Payload::Stream(relay),
+            Some(Err(reason)) => {
+                telemetry::uninspected(&self.route.name, &record.request_id, reason);
+                Payload::Stream(relay)
+            }
+            Some(Ok(judge)) => {
+                let context = StreamContext {
+                    route: self.route.name.clone(),
+                    request_id: record.request_id.clone(),
+                    endpoint: self.path.to_string(),
+                    status: upstream.status,
+                    headers: upstream.headers.clone(),
+                    captures: self.shared.captures.clone(),
+                    retain_limit: self.shared.capture_retain_limit,
+                };
+                // Its events may be rewritten, so the upstream's length no
+                // longer holds: it goes out chunked (close-delimited to an
+                // HTTP/1.0 client), never cut short by a stale length.
+                upstream.headers.remove(CONTENT_LENGTH);
+                Payload::Checked(Box::new(CheckedStream::new(relay, judge, context)))
+            }
+        };
+        respond(upstream, &record.request_id, payload)
+    }
+}
+
+/// States what inspection found in the response's headers:
+/// `probity-normalized`, `probity-output` (and its reasons), and
+/// `probity-capture` when the verbatim upstream response was kept.
+pub(super) fn announce(headers: &mut HeaderMap, findings: &Findings, record: &RequestRecord) {
+    if !findings.pointers.is_empty() {
+        if let Ok(list) = HeaderValue::try_from(figures::normalized_list(&findings.pointers)) {
+            headers.insert(PROBITY_NORMALIZED, list);
+        }
+    }
+    if let Some((_, verdict)) = &findings.output {
+        let valid = verdict.valid();
+        let value = HeaderValue::from_static(if valid { "valid" } else { "invalid" });
+        headers.insert(PROBITY_OUTPUT, value);
+        if let (false, Ok(reasons)) = (valid, HeaderValue::try_from(verdict.reasons.join(","))) {
+            headers.insert(PROBITY_OUTPUT_REASON, reasons);
+        }
+    }
+    if record.captured {
+        headers.insert(PROBITY_CAPTURE, record.request_id.clone());
+    }
+}
+
+/// An error, answered in the one error shape; an upstream fault is counted
+/// here (a broken payload was counted when it was found).
+fn error_response(err: &ProxyError, record: &RequestRecord) -> Response<Payload> {
+    let route = record.route.as_deref();
+    if let ProxyError::Forward(fault) = err {
+        let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
+        telemetry::upstream_fault(label, &record.request_id, fault, false);
+    }
+    let mut response = err.respond(route, &record.request_id);
+    if record.captured {
+        let id = record.request_id.clone();
+        response.headers_mut().insert(PROBITY_CAPTURE, id);
+    }
+    response.map(|body| Payload::Whole(Some(body)))
 }
 
 /// Reads the client's body, refusing it (before reading, when the length is
 /// declared) once it exceeds `limit`. Held whole because model requests are
 /// small JSON documents that inspection needs (`n`, the inputs, the schema).
 async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<Bytes, RequestError> {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit) {
+    if forward::content_length(headers).is_some_and(|len| len > limit) {
         return Err(RequestError::TooLarge { limit });
     }
     let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));

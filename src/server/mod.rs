@@ -7,9 +7,11 @@
 //! (streams included) finish within `drain_timeout_ms`.
 
 mod body;
+mod catch;
 mod checked;
 mod chunks;
 mod exchange;
+mod finish;
 mod request_id;
 
 use std::future::Future;

@@ -1,0 +1,117 @@
+//! The one way a response's inspection is finished, whichever path it took
+//! (read whole, streamed event by event, or sent as chunks and stitched):
+//! what was found is counted, logged and, when anything was changed or
+//! rejected, captured here and only here, so the three paths cannot drift.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+use crate::capture::{Capture, CaptureStore, Outcome};
+use crate::contract::OutputVerdict;
+use crate::telemetry;
+
+/// What inspecting one response found.
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    /// Well-formed token figures, by kind: the only figures metrics see.
+    pub tokens: Vec<(&'static str, u64)>,
+    /// The `figure` label of each malformed figure or record.
+    pub malformed: Vec<&'static str>,
+    /// What became `null` (or `header:<name>`, removed), for
+    /// `probity-normalized` and the capture.
+    pub pointers: Vec<String>,
+    /// Why the payload could not be checked against its request.
+    pub uninspected: Option<&'static str>,
+    /// The payload invariant the response broke.
+    pub rejected: Option<&'static str>,
+    /// The upstream fault that cut a stream (its `kind`); counted where it
+    /// happened, captured here.
+    pub cut: Option<&'static str>,
+    /// The output contract's task and verdict.
+    pub output: Option<(Cow<'static, str>, OutputVerdict)>,
+    /// The response was stitched from chunks.
+    pub stitched: bool,
+}
+
+impl Findings {
+    /// Why the response is captured, if it is: anything probity changed
+    /// or refused, and any invalid answer.
+    fn outcome(&self) -> Option<Outcome> {
+        if let Some(invariant) = self.rejected {
+            return Some(Outcome::Rejected(invariant));
+        }
+        if let Some(kind) = self.cut {
+            return Some(Outcome::Cut(kind));
+        }
+        if self.stitched {
+            return Some(Outcome::Stitched(self.pointers.clone()));
+        }
+        if !self.pointers.is_empty() {
+            return Some(Outcome::Normalized(self.pointers.clone()));
+        }
+        match &self.output {
+            Some((_, verdict)) if !verdict.valid() => {
+                Some(Outcome::OutputInvalid(verdict.reasons.clone()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The upstream response as it came, for the capture store.
+pub(crate) struct Verbatim {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The whole body's size (a stream's retained bytes may be fewer).
+    pub body_bytes: usize,
+}
+
+/// Where a finished response belongs.
+pub(crate) struct Scope<'a> {
+    pub route: &'a Arc<str>,
+    pub request_id: &'a HeaderValue,
+    pub endpoint: &'a str,
+    pub captures: &'a CaptureStore,
+}
+
+/// Counts, logs and captures what inspection found; whether the upstream
+/// response was captured.
+pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim) -> bool {
+    let (route, request_id) = (&**scope.route, scope.request_id);
+    if let Some(reason) = findings.uninspected {
+        telemetry::uninspected(route, request_id, reason);
+    }
+    if let Some(invariant) = findings.rejected {
+        telemetry::invalid_response(route, request_id, invariant);
+    }
+    telemetry::tokens(route, &findings.tokens);
+    if !findings.malformed.is_empty() {
+        telemetry::figures_normalized(route, request_id, &findings.malformed);
+    }
+    if let Some((task, verdict)) = &findings.output {
+        telemetry::output_judged(task, verdict.valid());
+        if !verdict.valid() {
+            telemetry::output_invalid(task, request_id, &verdict.reasons);
+        }
+    }
+    let Some(outcome) = findings.outcome() else {
+        return false;
+    };
+    scope.captures.keep(Capture {
+        request_id: request_id.to_str().unwrap_or_default().to_string(),
+        time: SystemTime::now(),
+        route: scope.route.clone(),
+        endpoint: scope.endpoint.to_string(),
+        outcome,
+        status: verbatim.status,
+        headers: verbatim.headers,
+        body: Some(verbatim.body),
+        body_bytes: verbatim.body_bytes,
+    });
+    scope.captures.enabled()
+}
