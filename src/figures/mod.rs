@@ -332,7 +332,9 @@ fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
         Domain::Number => value
             .number()
             .filter(|n| *n >= 0.0 && !value.text().starts_with('-'))
-            .map(|n| (n.fract() == 0.0 && n <= u64::MAX as f64).then_some(n as u64)),
+            // Counted only when it is a whole number a `u64` holds exactly: 2^64
+            // and beyond is sound but never saturated into a metric.
+            .map(|n| (n.fract() == 0.0 && n < u64::MAX as f64).then_some(n as u64)),
         Domain::Id => value.string().filter(|s| !s.is_empty()).map(|_| None),
     };
     match sound {
