@@ -2,7 +2,7 @@
 //! turned into an HTTP response.
 //!
 //! Each layer has its own error type (`route::NoRoute`,
-//! `server::RequestError`, `forward::ForwardError`, `inspect::Violation`);
+//! `server::RequestError`, `forward::ForwardError`, `violation::Violation`);
 //! [`ProxyError`] gathers them and [`ProxyError::respond`] maps them to the
 //! single JSON shape, in the OpenAI error layout so that SDKs display it:
 //!
@@ -18,8 +18,8 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 
 use crate::forward::{ForwardError, X_REQUEST_ID};
-use crate::inspect::Violation;
 use crate::route::NoRoute;
+use crate::violation::Violation;
 
 /// Faults in the client's request, found by `server` before forwarding.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
+use bytes::{Bytes, BytesMut};
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::Deserializer;
 use serde_json::value::RawValue;
@@ -355,6 +356,35 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 }
 
+// ---------------------------------------------------------------- splicing
+
+/// Replaces each range of `body` with `null`; the rest is copied as is.
+pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
+    let mut replacements: Vec<(Range<usize>, &[u8])> =
+        nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect();
+    replace(body, &mut replacements)
+}
+
+/// Replaces each range of `body` with its bytes. Inspection hands it
+/// disjoint ranges; should two ever overlap, the one starting first is
+/// applied and the other dropped, and a range outside the body is ignored:
+/// a splice never fails a response.
+pub fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes {
+    replacements.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out = BytesMut::with_capacity(body.len() + 16 * replacements.len());
+    let mut at = 0;
+    for (range, bytes) in replacements.iter() {
+        let (Some(before), true) = (body.get(at..range.start), range.end <= body.len()) else {
+            continue;
+        };
+        out.extend_from_slice(before);
+        out.extend_from_slice(bytes);
+        at = range.end;
+    }
+    out.extend_from_slice(body.get(at..).unwrap_or_default());
+    out.freeze()
+}
+
 /// What [`scan_numbers`] found wrong, at which element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NumberFault {
@@ -637,6 +667,12 @@ mod tests {
         assert_eq!(ints("[-128, 0, 127]"), Ok(3));
         assert_eq!(ints("[128]"), Err(NumberFault::OutOfRange(0)));
         assert_eq!(ints("[1.5]"), Err(NumberFault::OutOfRange(0)));
+    }
+
+    #[test]
+    fn overlapping_or_stray_ranges_never_break_a_splice() {
+        let out = splice(b"0123456789", &[2..6, 4..8, 20..30, 9..10]);
+        assert_eq!(&out[..], b"01null678null");
     }
 
     #[test]

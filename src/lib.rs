@@ -19,6 +19,8 @@ pub mod figures;
 pub mod forward;
 pub mod inspect;
 pub mod invariants;
+pub mod json;
 pub mod route;
 pub mod server;
 pub mod telemetry;
+pub mod violation;

@@ -14,8 +14,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::figures::{Domain, Figure, HeaderFigure};
-use crate::inspect::json::{base64_len, scan_numbers, Elements, Json, Kind, Object};
-use crate::inspect::Violation;
+use crate::json::{base64_len, scan_numbers, Elements, Json, Kind, Object};
+use crate::violation::Violation;
 
 /// Where an endpoint's inputs and vectors are.
 #[derive(Debug, Clone, Copy)]

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::config::{ContractConfig, OnInvalid};
-use crate::inspect::json::Json;
+use crate::json::Json;
 pub use schema::{Compiled, SchemaCache};
 
 /// Why an answer is unusable: the `reason` label, a fixed set.
@@ -87,13 +87,10 @@ pub struct Answer<'a> {
 pub struct OutputSpec {
     /// The `task` label when the route configures none.
     pub task: &'static str,
-    pub requested: fn(&crate::inspect::json::Object<'_>) -> Requested,
-    pub prompt: fn(&crate::inspect::json::Object<'_>) -> Option<String>,
+    pub requested: fn(&crate::json::Object<'_>) -> Requested,
+    pub prompt: fn(&crate::json::Object<'_>) -> Option<String>,
     /// The answers of a response (the request says which tool was forced).
-    pub answers: for<'a> fn(
-        &crate::inspect::json::Object<'_>,
-        &crate::inspect::json::Object<'a>,
-    ) -> Vec<Answer<'a>>,
+    pub answers: for<'a> fn(&crate::json::Object<'_>, &crate::json::Object<'a>) -> Vec<Answer<'a>>,
 }
 
 /// An answer gathered from a stream's deltas.
@@ -237,7 +234,7 @@ impl Contract {
             None => None,
             Some(json) if json.is_null() => None,
             // A forced tool's input is JSON already.
-            Some(json) if json.kind() != crate::inspect::json::Kind::String => {
+            Some(json) if json.kind() != crate::json::Kind::String => {
                 serde_json::from_str(json.text()).ok()
             }
             Some(json) => json.string().and_then(|text| parse_answer(&text)),

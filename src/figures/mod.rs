@@ -15,10 +15,9 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 
-use crate::inspect::json::{Json, Object};
+use crate::json::{Json, Object};
 
 /// The type and domain a figure must fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,33 +342,6 @@ fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
     }
 }
 
-/// Replaces each range of `body` with `null`; the rest is copied as is.
-pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
-    let mut replacements: Vec<(Range<usize>, &[u8])> =
-        nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect();
-    replace(body, &mut replacements)
-}
-
-/// Replaces each range of `body` with its bytes. Inspection hands it
-/// disjoint ranges; should two ever overlap, the one starting first is
-/// applied and the other dropped, and a range outside the body is ignored:
-/// a splice never fails a response.
-pub fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes {
-    replacements.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
-    let mut out = BytesMut::with_capacity(body.len() + 16 * replacements.len());
-    let mut at = 0;
-    for (range, bytes) in replacements.iter() {
-        let (Some(before), true) = (body.get(at..range.start), range.end <= body.len()) else {
-            continue;
-        };
-        out.extend_from_slice(before);
-        out.extend_from_slice(bytes);
-        at = range.end;
-    }
-    out.extend_from_slice(body.get(at..).unwrap_or_default());
-    out.freeze()
-}
-
 /// Escapes a key as one RFC 6901 reference token (`~` → `~0`, `/` → `~1`).
 fn escape_token(key: &str) -> Cow<'_, str> {
     if key.contains(['~', '/']) {
@@ -417,6 +389,7 @@ pub fn normalized_list(pointers: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::splice;
 
     const TABLE: &[Figure] = &[
         Figure::id("/id"),
@@ -570,12 +543,6 @@ mod tests {
             out,
             r#"{"usage":{"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":1,"cached_tokens":null}}}"#
         );
-    }
-
-    #[test]
-    fn overlapping_or_stray_ranges_never_break_a_splice() {
-        let out = splice(b"0123456789", &[2..6, 4..8, 20..30, 9..10]);
-        assert_eq!(&out[..], b"01null678null");
     }
 
     #[test]

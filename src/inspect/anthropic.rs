@@ -4,12 +4,13 @@
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue};
 
 use super::stream::{self, Event, EventCheck, Framing};
-use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
+use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
-use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Fault};
+use crate::json::{Kind, Object};
+use crate::violation::Violation;
 
 pub(super) struct Anthropic;
 

@@ -5,8 +5,8 @@ use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::Figure;
-use crate::inspect::json::Object;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
+use crate::json::Object;
 
 pub(super) struct Jina;
 

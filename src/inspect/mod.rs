@@ -11,7 +11,6 @@
 mod anthropic;
 mod cohere;
 mod jina;
-pub mod json;
 mod ollama;
 mod openai;
 mod passthrough;
@@ -31,7 +30,8 @@ use crate::config::{ContractConfig, DialectName};
 use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
-use json::{Json, Object};
+use crate::json::{self, Json, Object};
+use crate::violation::Violation;
 use stream::{EventCheck, Framing};
 
 /// The dialect table: one line per provider.
@@ -334,7 +334,7 @@ pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contrac
             .iter()
             .map(|(r, b)| (r.clone(), b.as_ref()))
             .collect();
-        figures::replace(body, &mut borrowed)
+        json::replace(body, &mut borrowed)
     });
     Verdict::Checked(Box::new(Checked {
         body,
@@ -370,16 +370,6 @@ fn contract<'a>(
         contracts.cache,
     )?;
     Some((contract, (spec.answers)(request, response)))
-}
-
-/// A broken payload invariant, e.g. `embedding_count_mismatch`.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct Violation {
-    /// The invariant's name: the `code` of the error and a metric label.
-    pub invariant: &'static str,
-    /// Expected versus found, e.g. `expected 16 vectors for 16 inputs, got 15`.
-    pub message: String,
 }
 
 /// The hint for providers reached over the public internet.

@@ -3,13 +3,14 @@
 //! and `/v1/embeddings` (checked as OpenAI's).
 
 use super::stream::{self, Event, EventCheck, Framing};
-use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
+use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
-use crate::inspect::json::{Kind, Object};
 use crate::invariants::{self, Expect, Fault, Form};
+use crate::json::{Kind, Object};
+use crate::violation::Violation;
 
 pub(super) struct Ollama;
 

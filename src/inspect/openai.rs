@@ -3,13 +3,14 @@
 //! `/v1/embeddings`, and the Jina-style `/rerank` that vLLM and llama.cpp serve.
 
 use super::stream::{self, Event, EventCheck, Framing};
-use super::{Dialect, Endpoint, Response, StreamSpec, Violation};
+use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
-use crate::inspect::json::{Json, Kind, Object};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
+use crate::json::{Json, Kind, Object};
+use crate::violation::Violation;
 
 pub(super) struct OpenAi;
 

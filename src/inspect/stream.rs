@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use crate::contract::StreamedAnswer;
 use crate::figures::Judgement;
-use crate::inspect::Violation;
+use crate::violation::Violation;
 
 /// How a stream's events are delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +207,7 @@ pub fn rewrite(
     };
     let mut replacements: Vec<(Range<usize>, &[u8])> =
         spans.into_iter().map(|r| (r, &b"null"[..])).collect();
-    out.extend_from_slice(&crate::figures::replace(raw, &mut replacements));
+    out.extend_from_slice(&crate::json::replace(raw, &mut replacements));
     out
 }
 

@@ -6,8 +6,8 @@ use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Vectors};
 use crate::config::DialectName;
 use crate::figures::HeaderFigure;
-use crate::inspect::json::Object;
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
+use crate::json::Object;
 
 pub(super) struct Tei;
 

@@ -9,8 +9,8 @@
 
 use std::collections::HashSet;
 
-use crate::inspect::json::{base64_len, scan_numbers, Elements, Json, Kind, NumberFault, Object};
-use crate::inspect::Violation;
+use crate::json::{base64_len, scan_numbers, Elements, Json, Kind, NumberFault, Object};
+use crate::violation::Violation;
 
 /// Why a check did not produce a verdict on the payload.
 #[derive(Debug)]

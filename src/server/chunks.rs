@@ -20,9 +20,10 @@ use crate::batch::{self, BatchSpec, Part};
 use crate::contract::SchemaCache;
 use crate::error::ProxyError;
 use crate::forward::{self, Fetched, Reading, Relay};
-use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict, Violation};
+use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
+use crate::violation::Violation;
 
 /// How one chunk ended, when not with a sound answer.
 enum Failure {
