@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, ACCEPT_ENCODING, CONTENT_LENGTH};
-use http::header::{AUTHORIZATION, CONTENT_TYPE, EXPECT, HOST};
+use http::header::{CONTENT_TYPE, EXPECT, HOST};
 use http::{request, response, HeaderMap, Request, Uri, Version};
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
@@ -27,8 +27,6 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
-use crate::inspect::Dialect;
-use crate::route::Route;
 
 pub use headers::{remove_hop_by_hop, X_REQUEST_ID};
 pub use relay::Relay;
@@ -71,16 +69,40 @@ impl ForwardError {
 
 type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A route's upstream: where it is and a pool of keep-alive connections to it.
+/// How long and how much an upstream exchange may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole call, to the last byte of a whole response or the first of
+    /// a stream (`timeout_ms`).
+    pub timeout: Duration,
+    /// Silence inside a stream (`idle_timeout_ms`).
+    pub idle_timeout: Duration,
+    pub max_response_bytes: u64,
+}
+
+/// A route's upstream: where it is, a pool of keep-alive connections to it,
+/// its limits, its credential, and what to tell a user who cannot reach it
+/// (all resolved when the routes are built).
 pub struct Upstream {
     url: UpstreamUrl,
     /// The URL as configured, for messages and logs (it never holds credentials).
     pub display: String,
     client: HttpClient,
+    pub limits: Limits,
+    /// The configured provider credential, when its variable was set.
+    pub credential: Option<Credential>,
+    /// The remedy named in `upstream_unreachable` errors.
+    pub hint: &'static str,
 }
 
 impl Upstream {
-    pub fn new(url: UpstreamUrl, display: String, connect_timeout: Duration) -> Self {
+    pub fn new(
+        url: UpstreamUrl,
+        display: String,
+        connect_timeout: Duration,
+        limits: Limits,
+        hint: &'static str,
+    ) -> Self {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -101,6 +123,9 @@ impl Upstream {
             url,
             display,
             client,
+            limits,
+            credential: None,
+            hint,
         }
     }
 
@@ -135,33 +160,38 @@ impl Upstream {
     }
 }
 
-/// A configured provider credential, as the headers its dialect sends.
+/// A configured provider credential: the header that presents it, the
+/// headers set beside it when the client did not, and every header any
+/// provider takes a credential in, which the client's own is removed from.
 pub struct Credential {
-    headers: Vec<(HeaderName, HeaderValue)>,
+    header: (HeaderName, HeaderValue),
     defaults: &'static [(&'static str, &'static str)],
+    replaces: Vec<HeaderName>,
 }
 
 impl Credential {
-    pub fn new(dialect: &dyn Dialect, key: &str) -> Result<Self, InvalidHeaderValue> {
-        let mut headers = dialect.credential_headers(key)?;
-        for (_, value) in &mut headers {
-            // Keeps the value out of hyper's debug output and HPACK tables.
-            value.set_sensitive(true);
-        }
+    pub fn new(
+        name: HeaderName,
+        value: &str,
+        defaults: &'static [(&'static str, &'static str)],
+        replaces: Vec<HeaderName>,
+    ) -> Result<Self, InvalidHeaderValue> {
+        let mut value = HeaderValue::try_from(value)?;
+        // Keeps the value out of hyper's debug output and HPACK tables.
+        value.set_sensitive(true);
         Ok(Self {
-            headers,
-            defaults: dialect.default_headers(),
+            header: (name, value),
+            defaults,
+            replaces,
         })
     }
 
     /// Replaces whatever credential the client sent with the configured one.
     fn apply(&self, headers: &mut HeaderMap) {
-        for name in [AUTHORIZATION.as_str(), "x-api-key", "api-key"] {
+        for name in &self.replaces {
             headers.remove(name);
         }
-        for (name, value) in &self.headers {
-            headers.insert(name.clone(), value.clone());
-        }
+        headers.insert(self.header.0.clone(), self.header.1.clone());
         for (name, value) in self.defaults {
             if !headers.contains_key(*name) {
                 headers.insert(*name, HeaderValue::from_static(value));
@@ -170,15 +200,16 @@ impl Credential {
     }
 }
 
-/// The upstream request for a client request that matched `route`.
+/// The upstream request for a client request, `rest` being its path after
+/// the route prefix.
 pub fn upstream_request(
-    route: &Route,
+    upstream: &Upstream,
     client: &request::Parts,
     rest: &str,
     body: Bytes,
     request_id: &HeaderValue,
 ) -> Result<Request<Full<Bytes>>, http::Error> {
-    let uri = route.upstream.uri(rest, client.uri.query())?;
+    let uri = upstream.uri(rest, client.uri.query())?;
     let mut headers = client.headers.clone();
     remove_hop_by_hop(&mut headers);
     // The client sees the upstream through probity, so its Host names probity;
@@ -191,7 +222,7 @@ pub fn upstream_request(
     // Inspection needs plain bytes, so ask for no compression.
     headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     headers.insert(X_REQUEST_ID, request_id.clone());
-    if let Some(credential) = &route.credential {
+    if let Some(credential) = &upstream.credential {
         credential.apply(&mut headers);
     }
     let mut request = Request::builder()
@@ -230,27 +261,27 @@ pub enum Reading {
 /// Sends the request and fetches the response within the route's limits,
 /// read as `reading` says.
 pub async fn fetch(
-    route: &Route,
+    upstream: &Upstream,
     request: Request<Full<Bytes>>,
     reading: Reading,
 ) -> Result<Fetched, ForwardError> {
-    let upstream = &route.upstream;
-    let deadline = Instant::now() + route.timeout;
+    let limits = upstream.limits;
+    let deadline = Instant::now() + limits.timeout;
     let timeout = |waited_for| ForwardError::Timeout {
         upstream: upstream.display.clone(),
         waited_for,
-        after: route.timeout,
+        after: limits.timeout,
         key: "timeout_ms",
     };
 
     let response = match timeout_at(deadline, upstream.client.request(request)).await {
         Err(_) => return Err(timeout("response")),
-        Ok(Err(err)) => return Err(classify(upstream, route.dialect, &err)),
+        Ok(Err(err)) => return Err(classify(upstream, &err)),
         Ok(Ok(response)) => response,
     };
     let (parts, body) = response.into_parts();
 
-    let limit = route.max_response_bytes;
+    let limit = limits.max_response_bytes;
     let declared = content_length(&parts.headers);
     if declared.is_some_and(|len| len > limit) {
         return Err(ForwardError::TooLarge {
@@ -262,7 +293,7 @@ pub async fn fetch(
     if is_live(&parts, reading) {
         // A stream's status line goes out with its first byte, so silence
         // before that byte can still be answered with a 504.
-        let relay = Relay::start(body, route, deadline).await?;
+        let relay = Relay::start(body, upstream, deadline).await?;
         return Ok(Fetched::Stream(parts, relay));
     }
 
@@ -404,16 +435,12 @@ fn is_live(parts: &response::Parts, reading: Reading) -> bool {
 }
 
 /// A failed send: no connection at all, or one that broke before the response head.
-fn classify(
-    upstream: &Upstream,
-    dialect: &dyn Dialect,
-    err: &hyper_util::client::legacy::Error,
-) -> ForwardError {
+fn classify(upstream: &Upstream, err: &hyper_util::client::legacy::Error) -> ForwardError {
     if err.is_connect() {
         ForwardError::Unreachable {
             upstream: upstream.display.clone(),
             cause: root_cause(err),
-            hint: dialect.unreachable_hint(),
+            hint: upstream.hint,
         }
     } else {
         reset(upstream, err)
@@ -527,6 +554,12 @@ mod tests {
                 UpstreamUrl::parse(u).unwrap(),
                 u.into(),
                 Duration::from_secs(1),
+                Limits {
+                    timeout: Duration::from_secs(1),
+                    idle_timeout: Duration::from_secs(1),
+                    max_response_bytes: 1,
+                },
+                "",
             )
         };
         let up = url("http://127.0.0.1:9/v1");

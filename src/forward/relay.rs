@@ -17,8 +17,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::{sleep_until, timeout_at, Instant, Sleep};
 
-use super::ForwardError;
-use crate::route::Route;
+use super::{ForwardError, Upstream};
 
 pub struct Relay {
     /// The first data frame, read before the status line went out.
@@ -38,15 +37,16 @@ impl Relay {
     /// whole-call `deadline` or after `idle_timeout_ms`, whichever is first.
     pub(super) async fn start(
         mut body: Incoming,
-        route: &Route,
+        to: &Upstream,
         deadline: Instant,
     ) -> Result<Self, ForwardError> {
-        let upstream = route.upstream.display.clone();
-        let idle_by = Instant::now() + route.idle_timeout;
+        let limits = to.limits;
+        let upstream = to.display.clone();
+        let idle_by = Instant::now() + limits.idle_timeout;
         let (first_by, after, key) = if idle_by < deadline {
-            (idle_by, route.idle_timeout, "idle_timeout_ms")
+            (idle_by, limits.idle_timeout, "idle_timeout_ms")
         } else {
-            (deadline, route.timeout, "timeout_ms")
+            (deadline, limits.timeout, "timeout_ms")
         };
         let first = loop {
             match timeout_at(first_by, body.frame()).await {
@@ -59,7 +59,7 @@ impl Relay {
                     });
                 }
                 Ok(None) => break None,
-                Ok(Some(Err(err))) => return Err(super::reset(&route.upstream, &err)),
+                Ok(Some(Err(err))) => return Err(super::reset(to, &err)),
                 Ok(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) if !data.is_empty() => break Some(data),
                     _ => continue,
@@ -71,10 +71,10 @@ impl Relay {
         let mut relay = Self {
             first,
             body,
-            idle: Box::pin(sleep_until(Instant::now() + route.idle_timeout)),
-            idle_timeout: route.idle_timeout,
+            idle: Box::pin(sleep_until(Instant::now() + limits.idle_timeout)),
+            idle_timeout: limits.idle_timeout,
             sent,
-            limit: route.max_response_bytes,
+            limit: limits.max_response_bytes,
             upstream,
             done,
         };

@@ -1,10 +1,8 @@
 //! Anthropic's Messages API (`/v1/messages`): the credential goes in
 //! `x-api-key`, and the API refuses a request without `anthropic-version`.
 
-use http::header::{HeaderName, HeaderValue, InvalidHeaderValue};
-
 use super::stream::{self, Event, EventCheck, Framing};
-use super::{Dialect, Endpoint, Response, StreamSpec};
+use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
@@ -261,18 +259,13 @@ impl Dialect for Anthropic {
         DialectName::Anthropic
     }
 
-    fn credential_headers(
-        &self,
-        key: &str,
-    ) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidHeaderValue> {
-        Ok(vec![(
-            HeaderName::from_static("x-api-key"),
-            HeaderValue::try_from(key)?,
-        )])
-    }
-
-    fn default_headers(&self) -> &'static [(&'static str, &'static str)] {
-        &[("anthropic-version", "2023-06-01")]
+    fn credential(&self) -> &'static CredentialSpec {
+        &CredentialSpec {
+            header: "x-api-key",
+            prefix: "",
+            defaults: &[("anthropic-version", "2023-06-01")],
+            also: &[],
+        }
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, AUTHORIZATION};
+use http::header::HeaderName;
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::batch::BatchSpec;
@@ -53,22 +53,10 @@ pub fn dialect(name: DialectName) -> &'static dyn Dialect {
 pub trait Dialect: Send + Sync {
     fn name(&self) -> DialectName;
 
-    /// The headers that present a configured credential. Most providers take
+    /// How the provider takes a configured credential. Most take
     /// `Authorization: Bearer`.
-    fn credential_headers(
-        &self,
-        key: &str,
-    ) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidHeaderValue> {
-        Ok(vec![(
-            AUTHORIZATION,
-            HeaderValue::try_from(format!("Bearer {key}"))?,
-        )])
-    }
-
-    /// Headers set beside a configured credential, only when the client did
-    /// not send them.
-    fn default_headers(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
+    fn credential(&self) -> &'static CredentialSpec {
+        &BEARER
     }
 
     /// The remedy named in `upstream_unreachable` errors.
@@ -80,6 +68,40 @@ pub trait Dialect: Send + Sync {
     fn endpoint(&self, _path: &str) -> Option<&'static Endpoint> {
         None
     }
+}
+
+/// How a provider takes its API key, as data: the header, the text before
+/// the key, the headers set beside it when the client did not send them,
+/// and other headers a client may carry a key for this provider in.
+pub struct CredentialSpec {
+    pub header: &'static str,
+    pub prefix: &'static str,
+    pub defaults: &'static [(&'static str, &'static str)],
+    pub also: &'static [&'static str],
+}
+
+/// `Authorization: Bearer <key>`; Azure OpenAI's clients send `api-key`.
+pub const BEARER: CredentialSpec = CredentialSpec {
+    header: "authorization",
+    prefix: "Bearer ",
+    defaults: &[],
+    also: &["api-key"],
+};
+
+/// Every header any dialect takes a credential in: a client's own key is
+/// removed from all of them when the route injects its configured one.
+pub fn credential_headers() -> Vec<HeaderName> {
+    let mut names: Vec<HeaderName> = Vec::new();
+    for name in DialectName::ALL {
+        let spec = dialect(name).credential();
+        for header in std::iter::once(&spec.header).chain(spec.also) {
+            let header = HeaderName::from_static(header);
+            if !names.contains(&header) {
+                names.push(header);
+            }
+        }
+    }
+    names
 }
 
 /// One checked endpoint of a dialect: its payload check and its figures.
@@ -389,21 +411,14 @@ mod tests {
 
     #[test]
     fn credentials_are_presented_in_each_providers_header() {
-        let bearer = dialect(DialectName::Openai)
-            .credential_headers("sk-1")
-            .unwrap();
-        assert_eq!(
-            bearer,
-            vec![(AUTHORIZATION, HeaderValue::from_static("Bearer sk-1"))]
-        );
-        let anthropic = dialect(DialectName::Anthropic)
-            .credential_headers("sk-ant")
-            .unwrap();
-        assert_eq!(anthropic[0].0.as_str(), "x-api-key");
-        assert_eq!(anthropic[0].1, "sk-ant");
-        assert_eq!(
-            dialect(DialectName::Anthropic).default_headers(),
-            &[("anthropic-version", "2023-06-01")]
-        );
+        let bearer = dialect(DialectName::Openai).credential();
+        assert_eq!((bearer.header, bearer.prefix), ("authorization", "Bearer "));
+        let anthropic = dialect(DialectName::Anthropic).credential();
+        assert_eq!((anthropic.header, anthropic.prefix), ("x-api-key", ""));
+        assert_eq!(anthropic.defaults, &[("anthropic-version", "2023-06-01")]);
+        let every = credential_headers();
+        for name in ["authorization", "api-key", "x-api-key"] {
+            assert!(every.iter().any(|h| h == name), "{name}");
+        }
     }
 }

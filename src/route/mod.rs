@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
-use crate::forward::{Credential, Upstream};
+use crate::forward::{Credential, Limits, Upstream};
 use crate::inspect::{self, Dialect};
 
 /// A configured route, ready to serve.
@@ -19,11 +19,6 @@ pub struct Route {
     pub prefix: String,
     pub upstream: Upstream,
     pub dialect: &'static dyn Dialect,
-    /// The provider credential from `api_key_env`, when it was set at start.
-    pub credential: Option<Credential>,
-    pub timeout: Duration,
-    pub idle_timeout: Duration,
-    pub max_response_bytes: u64,
     /// The route's output contract, for what a schema cannot say.
     pub contract: Option<Arc<ContractConfig>>,
     /// Embedding batches above this many inputs are chunked.
@@ -83,7 +78,7 @@ impl RouteTable {
         let credential = match &route.api_key_env {
             None => None,
             Some(var) => match env(var).filter(|v| !v.is_empty()) {
-                Some(key) => Some(Credential::new(dialect, &key).map_err(|_| {
+                Some(key) => Some(credential(dialect, &key).map_err(|_| {
                     let why = format!("{var} holds characters that cannot be sent in a header");
                     ("api_key_env", why)
                 })?),
@@ -97,19 +92,24 @@ impl RouteTable {
                 }
             },
         };
-        Ok(Route {
-            name: route.name.as_str().into(),
-            prefix: route.prefix.clone(),
-            upstream: Upstream::new(
-                url,
-                route.upstream.clone(),
-                Duration::from_millis(route.connect_timeout_ms),
-            ),
-            dialect,
-            credential,
+        let limits = Limits {
             timeout: Duration::from_millis(route.timeout_ms),
             idle_timeout: Duration::from_millis(route.idle_timeout_ms),
             max_response_bytes: route.max_response_bytes,
+        };
+        let mut upstream = Upstream::new(
+            url,
+            route.upstream.clone(),
+            Duration::from_millis(route.connect_timeout_ms),
+            limits,
+            dialect.unreachable_hint(),
+        );
+        upstream.credential = credential;
+        Ok(Route {
+            name: route.name.as_str().into(),
+            prefix: route.prefix.clone(),
+            upstream,
+            dialect,
             contract: route.contract.clone().map(Arc::new),
             max_batch_inputs: route
                 .max_batch_inputs
@@ -152,6 +152,20 @@ fn strip_prefix<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
     }
     let rest = path.strip_prefix(prefix)?;
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+/// The credential a route injects, presented as its dialect takes it.
+fn credential(
+    dialect: &dyn Dialect,
+    key: &str,
+) -> Result<Credential, http::header::InvalidHeaderValue> {
+    let spec = dialect.credential();
+    Credential::new(
+        http::header::HeaderName::from_static(spec.header),
+        &format!("{}{key}", spec.prefix),
+        spec.defaults,
+        inspect::credential_headers(),
+    )
 }
 
 #[cfg(test)]

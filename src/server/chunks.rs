@@ -267,7 +267,7 @@ async fn fetch(
     request: http::Request<http_body_util::Full<Bytes>>,
     body: Bytes,
 ) -> Result<Answer, Failure> {
-    let (parts, bytes) = match forward::fetch(route, request, Reading::Document).await {
+    let (parts, bytes) = match forward::fetch(&route.upstream, request, Reading::Document).await {
         Err(err) => return Err(Failure::Proxy(err.into())),
         Ok(Fetched::Whole(parts, bytes)) => (parts, bytes),
         // Only a provider's error answer is relayed live.

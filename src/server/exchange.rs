@@ -113,7 +113,7 @@ async fn exchange(
     }
 
     let upstream_request = call.upstream_request(body.clone(), &record.request_id)?;
-    match forward::fetch(route, upstream_request, call.reading()).await? {
+    match forward::fetch(&route.upstream, upstream_request, call.reading()).await? {
         Fetched::Whole(upstream, bytes) => call.whole(upstream, bytes, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
     }
@@ -155,11 +155,16 @@ impl Call<'_> {
         body: Bytes,
         request_id: &HeaderValue,
     ) -> Result<Request<http_body_util::Full<Bytes>>, ProxyError> {
-        forward::upstream_request(self.route, self.client, self.rest, body, request_id).map_err(
-            |err| ProxyError::Internal {
-                what: format!("cannot build the upstream request ({err})"),
-            },
+        forward::upstream_request(
+            &self.route.upstream,
+            self.client,
+            self.rest,
+            body,
+            request_id,
         )
+        .map_err(|err| ProxyError::Internal {
+            what: format!("cannot build the upstream request ({err})"),
+        })
     }
 
     pub(super) fn contracts(&self) -> Contracts<'_> {
