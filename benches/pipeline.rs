@@ -8,7 +8,6 @@
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::{HeaderMap, Method, StatusCode};
-use probity::config::DialectName;
 use probity::config::{load, DEFAULT_TOML};
 use probity::config::{CitationsConfig, ContractConfig};
 use probity::contract::{Contract, Requested, SchemaCache};
@@ -19,7 +18,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 fn route_lookup(c: &mut Criterion) {
-    let config = load(DEFAULT_TOML).expect("default config");
+    let config = load(DEFAULT_TOML, &inspect::names()).expect("default config");
     let routes = RouteTable::build(&config, |_| None).expect("routes");
     c.bench_function("route/find (7 routes, hit)", |b| {
         b.iter(|| {
@@ -96,7 +95,8 @@ fn embeddings_inspection(c: &mut Criterion) {
     let (request, body) = (Bytes::from(request), Bytes::from(body));
     let method = Method::POST;
     let headers = HeaderMap::new();
-    let endpoint = inspect::dialect(DialectName::Openai)
+    let endpoint = inspect::dialect("openai")
+        .expect("openai is a dialect")
         .endpoint("/v1/embeddings")
         .expect("OpenAI embeddings are inspected");
     let cache = SchemaCache::new(16);

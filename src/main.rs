@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use probity::cli::{Cli, Command};
 use probity::config::{self, Config, Problems};
+use probity::inspect;
 use probity::route::RouteTable;
 use probity::server::Probity;
 use probity::telemetry;
@@ -21,7 +22,7 @@ fn main() -> ExitCode {
 }
 
 fn check_config(path: &std::path::Path) -> ExitCode {
-    let checked = config::load_file(path).and_then(|config| {
+    let checked = config::load_file(path, &inspect::names()).and_then(|config| {
         RouteTable::build(&config, |var| std::env::var(var).ok()).map(|_| config)
     });
     match checked {
@@ -43,10 +44,13 @@ fn report(source: &str, problems: &Problems) -> ExitCode {
 
 fn run(path: Option<&std::path::Path>) -> ExitCode {
     let (source, loaded) = match path {
-        Some(path) => (path.display().to_string(), config::load_file(path)),
+        Some(path) => (
+            path.display().to_string(),
+            config::load_file(path, &inspect::names()),
+        ),
         None => (
             "embedded default configuration".to_string(),
-            config::load(config::DEFAULT_TOML),
+            config::load(config::DEFAULT_TOML, &inspect::names()),
         ),
     };
     let config: Config = match loaded {

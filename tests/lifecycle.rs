@@ -38,7 +38,7 @@ dialect = "ollama"
 name = "ollama"
 prefix = "openai"
 upstream = "127.0.0.1:9"
-dialect = "gemini"
+dialect = "bard"
 timeout = 5
 "#;
 
@@ -46,7 +46,7 @@ const EXPECTED_PROBLEMS: &[&str] = &[
     "server.max_connections: invalid type: string \"lots\", expected u64",
     "server.verbose: unknown field `verbose`",
     "server.admin_listen: not an ip:port",
-    "routes[1].dialect: unknown variant `gemini`",
+    "routes[1].dialect: unknown dialect \"bard\": one of openai, ollama, cohere",
     "routes[1].timeout: unknown field `timeout`",
     "routes[1].name: \"ollama\" is already the name of routes[0]",
     "routes[1].prefix: must start with '/'",

@@ -55,9 +55,9 @@ impl fmt::Display for Problems {
 const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture"];
 
 /// Reads and loads a file; an unreadable file is one problem at the path `file`.
-pub fn load_file(path: &Path) -> Result<Config, Problems> {
+pub fn load_file(path: &Path, dialects: &[&str]) -> Result<Config, Problems> {
     match std::fs::read_to_string(path) {
-        Ok(text) => load(&text),
+        Ok(text) => load(&text, dialects),
         Err(err) => Err(Problems(vec![Problem::new(
             "file",
             format!("cannot read {}: {err}", path.display()),
@@ -65,8 +65,9 @@ pub fn load_file(path: &Path) -> Result<Config, Problems> {
     }
 }
 
-/// Parses and validates a configuration text.
-pub fn load(text: &str) -> Result<Config, Problems> {
+/// Parses and validates a configuration text; `dialects` are the names a
+/// route may use (the dialect table's, which this module does not know).
+pub fn load(text: &str, dialects: &[&str]) -> Result<Config, Problems> {
     let table: toml::Table = match text.parse() {
         Ok(table) => table,
         // A syntax error leaves nothing to probe: report it with its line.
@@ -103,7 +104,7 @@ pub fn load(text: &str) -> Result<Config, Problems> {
 
     // A key already reported while parsing is not reported again by
     // validation (e.g. `upstream = 5` is a type error, not also "missing").
-    for problem in config.validate() {
+    for problem in config.validate(dialects) {
         if !problems.iter().any(|p| p.path == problem.path) {
             problems.push(problem);
         }
@@ -173,7 +174,7 @@ mod tests {
     use super::*;
 
     fn problems(text: &str) -> Vec<String> {
-        load(text)
+        load(text, &crate::inspect::names())
             .expect_err("expected problems")
             .0
             .iter()
@@ -211,7 +212,7 @@ mod tests {
         assert!(has("server.listen: not an ip:port"), "{found:#?}");
         assert!(has("routes[1].upstream: not an http(s) URL"), "{found:#?}");
         assert!(
-            has("routes[1].dialect: unknown variant `klingon`"),
+            has("routes[1].dialect: unknown dialect \"klingon\": one of openai"),
             "{found:#?}"
         );
         assert!(has("routes[1].tiemout_ms: unknown field"), "{found:#?}");

@@ -85,7 +85,8 @@ pub struct RouteConfig {
     pub prefix: String,
     /// `http(s)://host[:port][/base/path]`.
     pub upstream: String,
-    pub dialect: Option<DialectName>,
+    /// A name from the dialect table (`inspect`).
+    pub dialect: Option<String>,
     /// The environment variable holding the provider credential.
     pub api_key_env: Option<String>,
     pub connect_timeout_ms: u64,
@@ -188,54 +189,14 @@ impl Default for RouteConfig {
     }
 }
 
-/// The provider dialect a route speaks, which decides how its responses are
-/// inspected and how a credential is presented.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DialectName {
-    Openai,
-    Ollama,
-    Cohere,
-    Jina,
-    Tei,
-    Voyage,
-    Anthropic,
-    Passthrough,
-}
-
-impl DialectName {
-    pub const ALL: [DialectName; 8] = [
-        DialectName::Openai,
-        DialectName::Ollama,
-        DialectName::Cohere,
-        DialectName::Jina,
-        DialectName::Tei,
-        DialectName::Voyage,
-        DialectName::Anthropic,
-        DialectName::Passthrough,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DialectName::Openai => "openai",
-            DialectName::Ollama => "ollama",
-            DialectName::Cohere => "cohere",
-            DialectName::Jina => "jina",
-            DialectName::Tei => "tei",
-            DialectName::Voyage => "voyage",
-            DialectName::Anthropic => "anthropic",
-            DialectName::Passthrough => "passthrough",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_embedded_default_is_valid_and_serves_every_documented_route() {
-        let config = load(DEFAULT_TOML).expect("embedded default must validate");
+        let config =
+            load(DEFAULT_TOML, &crate::inspect::names()).expect("embedded default must validate");
         let prefixes: Vec<&str> = config.routes.iter().map(|r| r.prefix.as_str()).collect();
         assert_eq!(
             prefixes,
@@ -263,6 +224,7 @@ mod tests {
             upstream = "http://127.0.0.1:1"
             dialect = "passthrough"
             "#,
+            &crate::inspect::names(),
         )
         .unwrap();
         let route = &config.routes[0];

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use http::uri::{Authority, Scheme};
 use http::Uri;
 
-use super::{Config, DialectName, Problem, RouteConfig};
+use super::{Config, Problem, RouteConfig};
 
 /// An upstream URL taken apart: what forwarding needs to build each request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl UpstreamUrl {
 
 impl Config {
     /// Every semantic problem of an already parsed file, with its key path.
-    pub fn validate(&self) -> Vec<Problem> {
+    pub fn validate(&self, dialects: &[&str]) -> Vec<Problem> {
         let mut problems = Vec::new();
         let server = &self.server;
         let listen = socket_addr("server.listen", &server.listen, &mut problems);
@@ -86,7 +86,7 @@ impl Config {
         let mut prefixes: HashMap<&str, usize> = HashMap::new();
         for (i, route) in self.routes.iter().enumerate() {
             let path = format!("routes[{i}]");
-            route.validate(&path, &mut problems);
+            route.validate(&path, dialects, &mut problems);
             if !route.name.is_empty() {
                 if let Some(first) = names.insert(&route.name, i) {
                     problems.push(Problem::new(
@@ -112,7 +112,7 @@ impl Config {
 }
 
 impl RouteConfig {
-    fn validate(&self, path: &str, problems: &mut Vec<Problem>) {
+    fn validate(&self, path: &str, dialects: &[&str], problems: &mut Vec<Problem>) {
         let mut problem = |key: &str, message: String| {
             problems.push(Problem::new(format!("{path}.{key}"), message));
         };
@@ -152,12 +152,16 @@ impl RouteConfig {
             problem("upstream", why);
         }
 
-        if self.dialect.is_none() {
-            let names: Vec<&str> = DialectName::ALL.iter().map(|d| d.as_str()).collect();
-            problem(
+        match &self.dialect {
+            None => problem(
                 "dialect",
-                format!("missing (required): one of {}", names.join(", ")),
-            );
+                format!("missing (required): one of {}", dialects.join(", ")),
+            ),
+            Some(name) if !dialects.contains(&name.as_str()) => problem(
+                "dialect",
+                format!("unknown dialect \"{name}\": one of {}", dialects.join(", ")),
+            ),
+            Some(_) => {}
         }
 
         if let Some(var) = &self.api_key_env {
@@ -348,6 +352,7 @@ mod tests {
             [[routes]]
             prefix = "/c/"
             "#,
+            &crate::inspect::names(),
         )
         .unwrap_err();
         let found: Vec<String> = problems.0.iter().map(ToString::to_string).collect();

@@ -3,7 +3,6 @@
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
-use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault};
@@ -255,8 +254,8 @@ fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
 }
 
 impl Dialect for Anthropic {
-    fn name(&self) -> DialectName {
-        DialectName::Anthropic
+    fn name(&self) -> &'static str {
+        "anthropic"
     }
 
     fn credential(&self) -> &'static CredentialSpec {

@@ -4,7 +4,6 @@
 
 use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Vectors};
-use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
@@ -59,8 +58,8 @@ const RERANK: Endpoint = Endpoint {
 };
 
 impl Dialect for Cohere {
-    fn name(&self) -> DialectName {
-        DialectName::Cohere
+    fn name(&self) -> &'static str {
+        "cohere"
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -3,7 +3,6 @@
 
 use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Vectors};
-use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
@@ -37,8 +36,8 @@ const RERANK: Endpoint = Endpoint {
 };
 
 impl Dialect for Jina {
-    fn name(&self) -> DialectName {
-        DialectName::Jina
+    fn name(&self) -> &'static str {
+        "jina"
     }
 
     fn unreachable_hint(&self) -> &'static str {

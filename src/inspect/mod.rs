@@ -26,7 +26,7 @@ use http::header::HeaderName;
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::batch::BatchSpec;
-use crate::config::{ContractConfig, DialectName};
+use crate::config::ContractConfig;
 use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
@@ -34,24 +34,34 @@ use crate::json::{self, Json, Object};
 use crate::violation::Violation;
 use stream::{EventCheck, Framing};
 
-/// The dialect table: one line per provider.
-pub fn dialect(name: DialectName) -> &'static dyn Dialect {
-    match name {
-        DialectName::Openai => &openai::OpenAi,
-        DialectName::Ollama => &ollama::Ollama,
-        DialectName::Cohere => &cohere::Cohere,
-        DialectName::Jina => &jina::Jina,
-        DialectName::Tei => &tei::Tei,
-        DialectName::Voyage => &voyage::Voyage,
-        DialectName::Anthropic => &anthropic::Anthropic,
-        DialectName::Passthrough => &passthrough::Passthrough,
-    }
+/// The dialect table: one line per provider. A route's `dialect` names one
+/// of these; adding a provider means adding its file and one line here.
+const DIALECTS: &[&dyn Dialect] = &[
+    &openai::OpenAi,
+    &ollama::Ollama,
+    &cohere::Cohere,
+    &jina::Jina,
+    &tei::Tei,
+    &voyage::Voyage,
+    &anthropic::Anthropic,
+    &passthrough::Passthrough,
+];
+
+/// The dialect of this name.
+pub fn dialect(name: &str) -> Option<&'static dyn Dialect> {
+    DIALECTS.iter().copied().find(|d| d.name() == name)
+}
+
+/// Every dialect's name, in table order: what a route's `dialect` may be.
+pub fn names() -> Vec<&'static str> {
+    DIALECTS.iter().map(|d| d.name()).collect()
 }
 
 /// How one provider speaks: how it takes a credential, what to tell a user
 /// who cannot reach it, and how its responses are judged.
 pub trait Dialect: Send + Sync {
-    fn name(&self) -> DialectName;
+    /// The name a route's `dialect` key uses, e.g. `openai`.
+    fn name(&self) -> &'static str;
 
     /// How the provider takes a configured credential. Most take
     /// `Authorization: Bearer`.
@@ -92,8 +102,8 @@ pub const BEARER: CredentialSpec = CredentialSpec {
 /// removed from all of them when the route injects its configured one.
 pub fn credential_headers() -> Vec<HeaderName> {
     let mut names: Vec<HeaderName> = Vec::new();
-    for name in DialectName::ALL {
-        let spec = dialect(name).credential();
+    for dialect in DIALECTS {
+        let spec = dialect.credential();
         for header in std::iter::once(&spec.header).chain(spec.also) {
             let header = HeaderName::from_static(header);
             if !names.contains(&header) {
@@ -404,16 +414,19 @@ mod tests {
 
     #[test]
     fn the_table_maps_every_name_to_its_own_dialect() {
-        for name in DialectName::ALL {
-            assert_eq!(dialect(name).name(), name);
+        let names = names();
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(dialect(name).map(|d| d.name()), Some(*name));
+            assert!(!names[i + 1..].contains(name), "{name} twice");
         }
+        assert!(dialect("gemini-x").is_none());
     }
 
     #[test]
     fn credentials_are_presented_in_each_providers_header() {
-        let bearer = dialect(DialectName::Openai).credential();
+        let bearer = dialect("openai").unwrap().credential();
         assert_eq!((bearer.header, bearer.prefix), ("authorization", "Bearer "));
-        let anthropic = dialect(DialectName::Anthropic).credential();
+        let anthropic = dialect("anthropic").unwrap().credential();
         assert_eq!((anthropic.header, anthropic.prefix), ("x-api-key", ""));
         assert_eq!(anthropic.defaults, &[("anthropic-version", "2023-06-01")]);
         let every = credential_headers();

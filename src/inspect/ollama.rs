@@ -5,7 +5,6 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
-use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Expect, Fault, Form};
@@ -205,8 +204,8 @@ const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
 };
 
 impl Dialect for Ollama {
-    fn name(&self) -> DialectName {
-        DialectName::Ollama
+    fn name(&self) -> &'static str {
+        "ollama"
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -5,7 +5,6 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
-use crate::config::DialectName;
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
@@ -88,8 +87,8 @@ const RERANK: Endpoint = Endpoint {
 };
 
 impl Dialect for OpenAi {
-    fn name(&self) -> DialectName {
-        DialectName::Openai
+    fn name(&self) -> &'static str {
+        "openai"
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -1,13 +1,12 @@
 //! Any HTTP upstream: forwarded, never inspected.
 
 use super::Dialect;
-use crate::config::DialectName;
 
 pub(super) struct Passthrough;
 
 impl Dialect for Passthrough {
-    fn name(&self) -> DialectName {
-        DialectName::Passthrough
+    fn name(&self) -> &'static str {
+        "passthrough"
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -4,7 +4,6 @@
 
 use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Vectors};
-use crate::config::DialectName;
 use crate::figures::HeaderFigure;
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 use crate::json::Object;
@@ -76,8 +75,8 @@ const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
 };
 
 impl Dialect for Tei {
-    fn name(&self) -> DialectName {
-        DialectName::Tei
+    fn name(&self) -> &'static str {
+        "tei"
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -4,7 +4,6 @@
 
 use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Vectors};
-use crate::config::DialectName;
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
@@ -35,8 +34,8 @@ const RERANK: Endpoint = Endpoint {
 };
 
 impl Dialect for Voyage {
-    fn name(&self) -> DialectName {
-        DialectName::Voyage
+    fn name(&self) -> &'static str {
+        "voyage"
     }
 
     fn unreachable_hint(&self) -> &'static str {

@@ -73,8 +73,9 @@ impl RouteTable {
         env: &impl Fn(&str) -> Option<String>,
     ) -> Result<Route, (&'static str, String)> {
         let url = UpstreamUrl::parse(&route.upstream).map_err(|why| ("upstream", why))?;
-        let dialect_name = route.dialect.ok_or(("dialect", "missing".to_string()))?;
-        let dialect = inspect::dialect(dialect_name);
+        let name = route.dialect.as_deref().unwrap_or_default();
+        let dialect =
+            inspect::dialect(name).ok_or(("dialect", format!("unknown dialect \"{name}\"")))?;
         let credential = match &route.api_key_env {
             None => None,
             Some(var) => match env(var).filter(|v| !v.is_empty()) {
@@ -181,7 +182,7 @@ mod tests {
                 1000 + i
             ));
         }
-        RouteTable::build(&load(&text).unwrap(), |_| None).unwrap()
+        RouteTable::build(&load(&text, &crate::inspect::names()).unwrap(), |_| None).unwrap()
     }
 
     fn find<'a>(table: &'a RouteTable, path: &'a str) -> Option<(String, &'a str)> {
@@ -226,6 +227,7 @@ mod tests {
     fn a_credential_that_cannot_be_a_header_is_a_problem() {
         let config = load(
             "[[routes]]\nname = \"o\"\nprefix = \"/o\"\nupstream = \"https://api.openai.com\"\ndialect = \"openai\"\napi_key_env = \"K\"\n",
+        &crate::inspect::names(),
         )
         .unwrap();
         let err = RouteTable::build(&config, |_| Some("sk-\nbad".into()))
