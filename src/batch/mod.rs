@@ -25,17 +25,46 @@ pub struct BatchSpec {
     pub vectors: Vectors,
 }
 
-/// Where the vectors of a response are.
+/// Where the vectors of a response are, as data: adding a provider adds a
+/// value, not a case to the stitching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vectors {
-    /// `data: [{index, embedding}]` (OpenAI, Jina, Voyage, TEI's `/v1`).
-    OpenAiData,
-    /// An array of vectors in a root member (Ollama's `embeddings`).
-    Member(&'static str),
-    /// Cohere's `embeddings`, plain or keyed by type, with `texts` echoed.
-    Cohere,
-    /// The body is the array of vectors (TEI's `/embed`).
-    Root,
+pub struct Vectors {
+    /// The root member holding the list (`""`: the body is the list).
+    pub list: &'static str,
+    /// What each item of the list is.
+    pub item: Item,
+    /// The list may instead be an object of lists, one per embedding type
+    /// (Cohere's `embedding_types`).
+    pub by_type: bool,
+    /// Root lists echoed one entry per input, stitched like the vectors
+    /// (Cohere's `texts`).
+    pub echoed: &'static [&'static str],
+}
+
+/// What one item of a vector list is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// The vector itself (an array of numbers, or base64).
+    Vector,
+    /// An object holding its vector in `vector` and, if any, its position
+    /// in `index` (renumbered when stitched).
+    Object {
+        vector: &'static str,
+        index: Option<&'static str>,
+    },
+}
+
+impl Vectors {
+    /// OpenAI's `data: [{index, embedding}]` (also Jina, Voyage, TEI's `/v1`).
+    pub const OPENAI_DATA: Vectors = Vectors {
+        list: "data",
+        item: Item::Object {
+            vector: "embedding",
+            index: Some("index"),
+        },
+        by_type: false,
+        echoed: &[],
+    };
 }
 
 /// Splits a request into chunk requests when it has more than `max` inputs.
@@ -106,6 +135,9 @@ pub struct Stitched {
     pub nulled: Vec<String>,
 }
 
+/// A chunk's parsed answer: its root, and the root's members.
+type Doc<'a> = (Json<'a>, Option<Object<'a>>);
+
 fn mismatch(message: String) -> Violation {
     Violation {
         invariant: "chunk_dimension_mismatch",
@@ -113,186 +145,216 @@ fn mismatch(message: String) -> Violation {
     }
 }
 
-/// Joins checked chunk answers into the first chunk's shape.
+/// Joins checked chunk answers into the first chunk's shape: the vectors
+/// (and echoed lists) concatenated in input order with their exact text,
+/// the figures summed honestly, every other member the first chunk's.
 pub fn stitch(
     parts: &[&Part],
     spec: &BatchSpec,
     table: &[Figure],
     header_table: &[HeaderFigure],
 ) -> Result<Stitched, Violation> {
-    let docs: Vec<(Json<'_>, Option<Object<'_>>)> = parts
+    let docs: Vec<Doc<'_>> = parts
         .iter()
         .map(|p| Json::parse_document(&p.body))
         .collect::<Result<_, _>>()
         .map_err(|e| mismatch(format!("a chunk is not JSON ({e})")))?;
+    let first = docs
+        .first()
+        .ok_or_else(|| mismatch("no chunk answered".into()))?;
+    let vectors = spec.vectors;
     let mut overrides: HashMap<String, String> = HashMap::new();
-    let mut shape: Option<(bool, usize)> = None;
-    let mut agree = |label: &str, base64: bool, dim: usize| -> Result<(), Violation> {
-        match shape {
-            None => shape = Some((base64, dim)),
-            Some(first) if first != (base64, dim) => {
-                return Err(mismatch(format!(
-                    "{label} has {dim} dimensions{}, the first chunk {} dimensions{}",
-                    if base64 { " (base64)" } else { "" },
-                    first.1,
-                    if first.0 { " (base64)" } else { "" }
-                )))
-            }
-            Some(_) => {}
-        }
-        Ok(())
+    overrides.insert(pointer(vectors.list), stitch_vectors(&docs, &vectors)?);
+    for echoed in vectors.echoed {
+        let texts = concat(&docs, |root| member(root, echoed).and_then(|t| t.array()));
+        overrides.insert(pointer(echoed), format!("[{}]", texts.join(",")));
+    }
+    let mut nulled = stitch_figures(&docs, table, &mut overrides);
+    collapse_records(table, &mut overrides, &mut nulled);
+    let body = match (&first.1, overrides.get("")) {
+        (_, Some(root)) => root.clone(),
+        (Some(object), None) => rebuild(object, "", &overrides),
+        (None, None) => return Err(mismatch("the first chunk is not an object".into())),
     };
-    let dimension = |vector: Json<'_>| -> (bool, usize) {
-        match vector.kind() {
+    let headers = stitch_headers(parts, header_table, &mut nulled);
+    Ok(Stitched {
+        body: Bytes::from(body),
+        headers,
+        nulled,
+    })
+}
+
+/// A root member's JSON pointer (`""` for the root itself).
+fn pointer(member: &str) -> String {
+    if member.is_empty() {
+        String::new()
+    } else {
+        format!("/{member}")
+    }
+}
+
+/// A root member of a document (the root itself for `""`).
+fn member<'a>(doc: &Doc<'a>, name: &str) -> Option<Json<'a>> {
+    if name.is_empty() {
+        Some(doc.0)
+    } else {
+        doc.1.as_ref()?.present(name)
+    }
+}
+
+/// The texts of every chunk's list, in order.
+fn concat<'a>(docs: &[Doc<'a>], list: impl Fn(&Doc<'a>) -> Option<Vec<Json<'a>>>) -> Vec<&'a str> {
+    docs.iter()
+        .flat_map(|doc| list(doc).unwrap_or_default())
+        .map(|v| v.text())
+        .collect()
+}
+
+/// The stitched vector list's text, in the first chunk's form.
+fn stitch_vectors(docs: &[Doc<'_>], vectors: &Vectors) -> Result<String, Violation> {
+    let first = docs.first().and_then(|d| member(d, vectors.list));
+    if vectors.by_type && first.is_some_and(|l| l.kind() == Kind::Object) {
+        return stitch_by_type(docs, vectors.list);
+    }
+    match vectors.item {
+        Item::Vector => stitch_plain(docs, vectors.list),
+        Item::Object { vector, index } => stitch_items(docs, vectors.list, vector, index),
+    }
+}
+
+/// The shape every chunk's vectors must share: base64 or not, and dimension.
+struct Shape(Option<(bool, usize)>);
+
+impl Shape {
+    fn agree(&mut self, label: &str, vector: Json<'_>) -> Result<(), Violation> {
+        let found = match vector.kind() {
             Kind::String => (
                 true,
                 vector.string().and_then(|s| base64_len(&s)).unwrap_or(0) / 4,
             ),
             _ => (false, scan_numbers(vector, Elements::Float).unwrap_or(0)),
+        };
+        let first = *self.0.get_or_insert(found);
+        if first == found {
+            return Ok(());
         }
-    };
+        let base64 = |b: bool| if b { " (base64)" } else { "" };
+        Err(mismatch(format!(
+            "{label} has {} dimensions{}, the first chunk {} dimensions{}",
+            found.1,
+            base64(found.0),
+            first.1,
+            base64(first.0)
+        )))
+    }
+}
 
-    // Ollama's list, or Cohere's when it is a plain `float[][]` (v1).
-    let plain = match spec.vectors {
-        Vectors::Member(member) => Some(member),
-        Vectors::Cohere => Some("embeddings").filter(|m| is_plain(&docs, m)),
-        _ => None,
-    };
-    match spec.vectors {
-        Vectors::OpenAiData => {
-            let mut items = Vec::new();
-            let mut offset = 0;
-            for (c, (_, object)) in docs.iter().enumerate() {
-                let data = object
-                    .as_ref()
-                    .and_then(|o| o.present("data"))
-                    .and_then(|d| d.objects())
-                    .unwrap_or_default();
-                let mut ordered: Vec<(u64, &Object<'_>)> = data
-                    .iter()
-                    .flatten()
-                    .map(|item| {
-                        (
-                            item.present("index").and_then(|i| i.count()).unwrap_or(0),
-                            item,
-                        )
-                    })
-                    .collect();
-                ordered.sort_by_key(|(i, _)| *i);
-                for (index, item) in &ordered {
-                    if let Some(vector) = item.present("embedding") {
-                        let (base64, dim) = dimension(vector);
-                        agree(&format!("chunk {c}, item {index}"), base64, dim)?;
-                    }
-                    items.push(rebuild(
-                        item,
-                        "",
-                        &HashMap::from([("/index".to_string(), (offset + index).to_string())]),
-                    ));
-                }
-                offset += ordered.len() as u64;
-            }
-            overrides.insert("/data".into(), format!("[{}]", items.join(",")));
-        }
-        Vectors::Member(_) | Vectors::Cohere if plain.is_some() => {
-            let member = plain.unwrap_or("embeddings");
-            let mut vectors = Vec::new();
-            for (c, (_, object)) in docs.iter().enumerate() {
-                for vector in object
-                    .as_ref()
-                    .and_then(|o| o.present(member))
-                    .and_then(|v| v.array())
-                    .unwrap_or_default()
-                {
-                    let (base64, dim) = dimension(vector);
-                    agree(&format!("chunk {c}"), base64, dim)?;
-                    vectors.push(vector.text());
-                }
-            }
-            overrides.insert(format!("/{member}"), format!("[{}]", vectors.join(",")));
-        }
-        Vectors::Member(_) | Vectors::Cohere => {
-            // Cohere keyed by type: each type's lists, concatenated.
-            let first = docs[0]
-                .1
-                .as_ref()
-                .and_then(|o| o.present("embeddings"))
-                .and_then(|e| e.object());
-            let types: Vec<String> = first
-                .map(|f| f.keys().map(str::to_string).collect())
-                .unwrap_or_default();
-            let mut by_type = Vec::new();
-            for kind in &types {
-                let mut vectors = Vec::new();
-                let mut dims: Option<usize> = None;
-                for (c, (_, object)) in docs.iter().enumerate() {
-                    let list = object
-                        .as_ref()
-                        .and_then(|o| o.present("embeddings"))
-                        .and_then(|e| e.object())
-                        .and_then(|e| e.present(kind))
-                        .and_then(|l| l.array())
-                        .unwrap_or_default();
-                    for vector in list {
-                        let dim = match vector.kind() {
-                            Kind::String => {
-                                vector.string().and_then(|s| base64_len(&s)).unwrap_or(0)
-                            }
-                            _ => scan_numbers(
-                                vector,
-                                Elements::Integer {
-                                    min: i64::MIN,
-                                    max: i64::MAX,
-                                },
-                            )
-                            .or_else(|_| scan_numbers(vector, Elements::Float))
-                            .unwrap_or(0),
-                        };
-                        if *dims.get_or_insert(dim) != dim {
-                            return Err(mismatch(format!(
-                                "chunk {c}: {kind} vectors of {dim}, expected {}",
-                                dims.unwrap_or(0)
-                            )));
-                        }
-                        vectors.push(vector.text());
-                    }
-                }
-                by_type.push(format!(
-                    "{}:[{}]",
-                    serde_json::to_string(kind).unwrap_or_default(),
-                    vectors.join(",")
-                ));
-            }
-            overrides.insert("/embeddings".into(), format!("{{{}}}", by_type.join(",")));
-        }
-        Vectors::Root => {
-            let mut vectors = Vec::new();
-            for (c, (root, _)) in docs.iter().enumerate() {
-                for vector in root.array().unwrap_or_default() {
-                    let (base64, dim) = dimension(vector);
-                    agree(&format!("chunk {c}"), base64, dim)?;
-                    vectors.push(vector.text());
-                }
-            }
-            overrides.insert(String::new(), format!("[{}]", vectors.join(",")));
+/// A list of bare vectors (Ollama's `embeddings`, TEI's body, Cohere v1).
+fn stitch_plain(docs: &[Doc<'_>], list: &str) -> Result<String, Violation> {
+    let mut shape = Shape(None);
+    let mut vectors = Vec::new();
+    for (c, doc) in docs.iter().enumerate() {
+        for vector in member(doc, list)
+            .and_then(|v| v.array())
+            .unwrap_or_default()
+        {
+            shape.agree(&format!("chunk {c}"), vector)?;
+            vectors.push(vector.text());
         }
     }
-    if spec.vectors == Vectors::Cohere {
-        // Cohere echoes the texts: they are stitched like the vectors.
-        let texts: Vec<&str> = docs
+    Ok(format!("[{}]", vectors.join(",")))
+}
+
+/// A list of objects each holding a vector and its index (OpenAI's
+/// `data`): in index order within each chunk, renumbered 0..n-1.
+fn stitch_items(
+    docs: &[Doc<'_>],
+    list: &str,
+    vector: &str,
+    index: Option<&str>,
+) -> Result<String, Violation> {
+    let mut shape = Shape(None);
+    let mut items = Vec::new();
+    let mut offset = 0;
+    for (c, doc) in docs.iter().enumerate() {
+        let objects = member(doc, list)
+            .and_then(|d| d.objects())
+            .unwrap_or_default();
+        let position = |item: &Object<'_>| index.and_then(|i| item.present(i)?.count());
+        let mut ordered: Vec<(u64, &Object<'_>)> = objects
             .iter()
-            .flat_map(|(_, o)| {
-                o.as_ref()
-                    .and_then(|o| o.present("texts"))
-                    .and_then(|t| t.array())
-                    .unwrap_or_default()
-            })
-            .map(|t| t.text())
+            .flatten()
+            .enumerate()
+            .map(|(at, item)| (position(item).unwrap_or(at as u64), item))
             .collect();
-        overrides.insert("/texts".into(), format!("[{}]", texts.join(",")));
+        ordered.sort_by_key(|(i, _)| *i);
+        for (at, item) in &ordered {
+            if let Some(values) = item.present(vector) {
+                shape.agree(&format!("chunk {c}, item {at}"), values)?;
+            }
+            let renumbered = index
+                .map(|i| (format!("/{i}"), (offset + at).to_string()))
+                .into_iter()
+                .collect();
+            items.push(rebuild(item, "", &renumbered));
+        }
+        offset += ordered.len() as u64;
     }
+    Ok(format!("[{}]", items.join(",")))
+}
 
-    // Figures: summed only when every chunk reported them well-formed.
+/// Cohere's embeddings keyed by type: each type's lists concatenated, each
+/// type's vectors of one length.
+fn stitch_by_type(docs: &[Doc<'_>], list: &str) -> Result<String, Violation> {
+    fn by_type<'a>(doc: &Doc<'a>, list: &str) -> Option<Object<'a>> {
+        member(doc, list)?.object()
+    }
+    let types: Vec<String> = docs
+        .first()
+        .and_then(|doc| by_type(doc, list))
+        .map(|f| f.keys().map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut stitched = Vec::new();
+    for kind in &types {
+        let mut vectors = Vec::new();
+        let mut dims: Option<usize> = None;
+        for (c, doc) in docs.iter().enumerate() {
+            let vectors_of = by_type(doc, list).and_then(|e| e.present(kind)?.array());
+            for vector in vectors_of.unwrap_or_default() {
+                let dim = match vector.kind() {
+                    Kind::String => vector.string().and_then(|s| base64_len(&s)).unwrap_or(0),
+                    _ => scan_numbers(vector, ANY_INTEGER)
+                        .or_else(|_| scan_numbers(vector, Elements::Float))
+                        .unwrap_or(0),
+                };
+                let expected = *dims.get_or_insert(dim);
+                if expected != dim {
+                    return Err(mismatch(format!(
+                        "chunk {c}: {kind} vectors of {dim}, expected {expected}"
+                    )));
+                }
+                vectors.push(vector.text());
+            }
+        }
+        let key = serde_json::to_string(kind).unwrap_or_default();
+        stitched.push(format!("{key}:[{}]", vectors.join(",")));
+    }
+    Ok(format!("{{{}}}", stitched.join(",")))
+}
+
+const ANY_INTEGER: Elements = Elements::Integer {
+    min: i64::MIN,
+    max: i64::MAX,
+};
+
+/// The stitched figures, as overrides of the first chunk's: a sum only
+/// when every chunk reported the figure well-formed, the first chunk's id,
+/// else `null`. Returns the pointers that became `null`.
+fn stitch_figures(
+    docs: &[Doc<'_>],
+    table: &[Figure],
+    overrides: &mut HashMap<String, String>,
+) -> Vec<String> {
     let mut nulled = Vec::new();
     for figure in table {
         let values: Vec<Option<Json<'_>>> = docs
@@ -303,33 +365,18 @@ pub fn stitch(
             continue;
         }
         let stitched = match figure.domain {
-            Domain::Id => values[0]
+            Domain::Id => values
+                .first()
+                .copied()
+                .flatten()
                 .filter(|v| v.string().is_some_and(|s| !s.is_empty()))
                 .map(|v| v.text().to_string()),
-            Domain::Count => values
-                .iter()
-                .map(|v| v.and_then(|v| v.count()))
-                .try_fold(0u64, |sum, n| n.and_then(|n| sum.checked_add(n)))
-                .map(|n| n.to_string()),
-            Domain::Number => values
-                .iter()
-                .map(|v| {
-                    v.and_then(|v| v.number())
-                        .filter(|n| *n >= 0.0 && !v.is_some_and(|v| v.text().starts_with('-')))
-                })
-                .try_fold(0f64, |sum, n| n.map(|n| sum + n))
-                .map(|n| {
-                    if n.fract() == 0.0 && n < 1e15 {
-                        (n as u64).to_string()
-                    } else {
-                        n.to_string()
-                    }
-                }),
+            Domain::Count => sum_counts(&values),
+            Domain::Number => sum_numbers(&values),
         };
-        let exists = docs[0]
-            .1
-            .as_ref()
-            .and_then(|o| lookup_any(o, figure.pointer))
+        let exists = docs
+            .first()
+            .and_then(|(_, o)| lookup_any(o.as_ref()?, figure.pointer))
             .is_some();
         match stitched {
             Some(text) => {
@@ -342,8 +389,44 @@ pub fn stitch(
             None => {}
         }
     }
-    // A record whose every stitched figure became `null` collapses to
-    // `null` as a whole, as a single call's does.
+    nulled
+}
+
+/// The sum of counts, when every one is well-formed and it fits.
+fn sum_counts(values: &[Option<Json<'_>>]) -> Option<String> {
+    values
+        .iter()
+        .map(|v| v.and_then(|v| v.count()))
+        .try_fold(0u64, |sum, n| n.and_then(|n| sum.checked_add(n)))
+        .map(|n| n.to_string())
+}
+
+/// The sum of non-negative numbers, when every one is well-formed.
+fn sum_numbers(values: &[Option<Json<'_>>]) -> Option<String> {
+    values
+        .iter()
+        .map(|v| {
+            v.filter(|v| !v.text().starts_with('-'))
+                .and_then(|v| v.number())
+                .filter(|n| *n >= 0.0)
+        })
+        .try_fold(0f64, |sum, n| n.map(|n| sum + n))
+        .map(|n| {
+            if n.fract() == 0.0 && n < 1e15 {
+                (n as u64).to_string()
+            } else {
+                n.to_string()
+            }
+        })
+}
+
+/// A record whose every stitched figure became `null` collapses to `null`
+/// as a whole, as a single call's does.
+fn collapse_records(
+    table: &[Figure],
+    overrides: &mut HashMap<String, String>,
+    nulled: &mut Vec<String>,
+) {
     let mut records: Vec<&str> = Vec::new();
     for record in table.iter().map(|f| f.record()) {
         if !record.is_empty() && !records.contains(&record) {
@@ -361,55 +444,42 @@ pub fn stitch(
             nulled.push(record.to_string());
         }
     }
-    let body = match (&docs[0].1, overrides.get("")) {
-        (_, Some(root)) => root.clone(),
-        (Some(first), None) => rebuild(first, "", &overrides),
-        (None, None) => return Err(mismatch("the first chunk is not an object".into())),
-    };
+}
 
-    let mut headers = parts[0].headers.clone();
+/// The first chunk's headers, with header figures summed honestly (or
+/// removed) and no stale length.
+fn stitch_headers(
+    parts: &[&Part],
+    header_table: &[HeaderFigure],
+    nulled: &mut Vec<String>,
+) -> HeaderMap {
+    let mut headers = parts.first().map(|p| p.headers.clone()).unwrap_or_default();
     headers.remove(http::header::CONTENT_LENGTH);
     for figure in header_table {
-        let values: Vec<Option<u64>> = parts
+        if parts.iter().all(|p| !p.headers.contains_key(figure.name)) {
+            continue;
+        }
+        let sum = parts
             .iter()
             .map(|p| {
                 p.headers
                     .get(figure.name)
                     .and_then(|v| v.to_str().ok())
                     .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|v| v.parse().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
             })
-            .collect();
-        if parts.iter().all(|p| !p.headers.contains_key(figure.name)) {
-            continue;
-        }
-        match values
-            .iter()
-            .try_fold(0u64, |sum, n| n.and_then(|n| sum.checked_add(n)))
-        {
+            .try_fold(0u64, |sum, n| n.and_then(|n| sum.checked_add(n)));
+        match sum {
             Some(sum) => {
                 headers.insert(figure.name, HeaderValue::from(sum));
             }
             None => {
                 headers.remove(figure.name);
-                nulled.push(format!("header:{}", figure.name));
+                nulled.push(figure.label.to_string());
             }
         }
     }
-    Ok(Stitched {
-        body: Bytes::from(body),
-        headers,
-        nulled,
-    })
-}
-
-/// Whether the vectors member is a plain array (not Cohere's by-type object).
-fn is_plain(docs: &[(Json<'_>, Option<Object<'_>>)], member: &str) -> bool {
-    docs[0]
-        .1
-        .as_ref()
-        .and_then(|o| o.present(member))
-        .is_some_and(|m| m.kind() == Kind::Array)
+    headers
 }
 
 /// The value at a pointer, when present and not null.

@@ -84,11 +84,32 @@ impl Figure {
 }
 
 /// A figure sent as a response header (TEI's `x-compute-*` family): a
-/// non-negative integer in ASCII digits.
+/// non-negative integer in ASCII digits. Made with [`header_figure!`].
 #[derive(Debug, Clone, Copy)]
 pub struct HeaderFigure {
     pub name: &'static str,
+    /// `header:<name>`: its `figure` label and its `probity-normalized` entry.
+    pub label: &'static str,
     pub tokens: Option<&'static str>,
+}
+
+/// A [`HeaderFigure`] of this header name, optionally a token count of a kind.
+#[macro_export]
+macro_rules! header_figure {
+    ($name:literal) => {
+        $crate::figures::HeaderFigure {
+            name: $name,
+            label: concat!("header:", $name),
+            tokens: None,
+        }
+    };
+    ($name:literal, tokens = $kind:literal) => {
+        $crate::figures::HeaderFigure {
+            name: $name,
+            label: concat!("header:", $name),
+            tokens: Some($kind),
+        }
+    };
 }
 
 /// What judging a response's figures found.
@@ -303,25 +324,11 @@ pub fn judge_headers(headers: &HeaderMap, table: &[HeaderFigure], judgement: &mu
                 }
             }
             None => {
-                judgement.pointers.push(format!("header:{}", figure.name));
-                judgement.malformed.push(header_label(figure.name));
+                judgement.pointers.push(figure.label.to_string());
+                judgement.malformed.push(figure.label);
                 judgement.removed_headers.push(figure.name);
             }
         }
-    }
-}
-
-/// `header:<name>` as a static label (names come from the fixed tables).
-fn header_label(name: &'static str) -> &'static str {
-    match name {
-        "x-compute-tokens" => "header:x-compute-tokens",
-        "x-compute-characters" => "header:x-compute-characters",
-        "x-compute-time" => "header:x-compute-time",
-        "x-total-time" => "header:x-total-time",
-        "x-tokenization-time" => "header:x-tokenization-time",
-        "x-queue-time" => "header:x-queue-time",
-        "x-inference-time" => "header:x-inference-time",
-        _ => "header:other",
     }
 }
 
@@ -569,14 +576,8 @@ mod tests {
     #[test]
     fn malformed_header_figures_are_removed() {
         let table = &[
-            HeaderFigure {
-                name: "x-compute-tokens",
-                tokens: Some("input"),
-            },
-            HeaderFigure {
-                name: "x-total-time",
-                tokens: None,
-            },
+            crate::header_figure!("x-compute-tokens", tokens = "input"),
+            crate::header_figure!("x-total-time"),
         ];
         let mut headers = HeaderMap::new();
         headers.insert("x-compute-tokens", "12".parse().unwrap());

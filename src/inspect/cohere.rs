@@ -3,10 +3,19 @@
 //! non-negative finite number is well-formed there.
 
 use super::{Dialect, Endpoint, Response};
-use crate::batch::{BatchSpec, Vectors};
+use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
+
+/// `embeddings`: a plain `float[][]` (v1 without `embedding_types`) or
+/// lists keyed by type; `texts` echoed one per input.
+const COHERE_VECTORS: Vectors = Vectors {
+    list: "embeddings",
+    item: Item::Vector,
+    by_type: true,
+    echoed: &["texts"],
+};
 
 pub(super) struct Cohere;
 
@@ -27,7 +36,7 @@ const EMBED_V1: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["texts", "inputs", "images"],
-        vectors: Vectors::Cohere,
+        vectors: COHERE_VECTORS,
     }),
 };
 
@@ -39,7 +48,7 @@ const EMBED: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["texts", "inputs", "images"],
-        vectors: Vectors::Cohere,
+        vectors: COHERE_VECTORS,
     }),
 };
 

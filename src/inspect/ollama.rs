@@ -4,7 +4,7 @@
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec};
-use crate::batch::{BatchSpec, Vectors};
+use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Expect, Fault, Form};
@@ -26,7 +26,12 @@ const EMBED: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["input"],
-        vectors: Vectors::Member("embeddings"),
+        vectors: Vectors {
+            list: "embeddings",
+            item: Item::Vector,
+            by_type: false,
+            echoed: &[],
+        },
     }),
 };
 

@@ -28,7 +28,7 @@ pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["input"],
-        vectors: Vectors::OpenAiData,
+        vectors: Vectors::OPENAI_DATA,
     }),
 };
 

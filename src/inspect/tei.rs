@@ -3,7 +3,7 @@
 //! are response headers.
 
 use super::{Dialect, Endpoint, Response};
-use crate::batch::{BatchSpec, Vectors};
+use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::HeaderFigure;
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 use crate::json::Object;
@@ -11,34 +11,13 @@ use crate::json::Object;
 pub(super) struct Tei;
 
 const HEADERS: &[HeaderFigure] = &[
-    HeaderFigure {
-        name: "x-compute-tokens",
-        tokens: Some("input"),
-    },
-    HeaderFigure {
-        name: "x-compute-characters",
-        tokens: None,
-    },
-    HeaderFigure {
-        name: "x-compute-time",
-        tokens: None,
-    },
-    HeaderFigure {
-        name: "x-total-time",
-        tokens: None,
-    },
-    HeaderFigure {
-        name: "x-tokenization-time",
-        tokens: None,
-    },
-    HeaderFigure {
-        name: "x-queue-time",
-        tokens: None,
-    },
-    HeaderFigure {
-        name: "x-inference-time",
-        tokens: None,
-    },
+    crate::header_figure!("x-compute-tokens", tokens = "input"),
+    crate::header_figure!("x-compute-characters"),
+    crate::header_figure!("x-compute-time"),
+    crate::header_figure!("x-total-time"),
+    crate::header_figure!("x-tokenization-time"),
+    crate::header_figure!("x-queue-time"),
+    crate::header_figure!("x-inference-time"),
 ];
 
 const EMBED: Endpoint = Endpoint {
@@ -49,7 +28,12 @@ const EMBED: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["inputs"],
-        vectors: Vectors::Root,
+        vectors: Vectors {
+            list: "",
+            item: Item::Vector,
+            by_type: false,
+            echoed: &[],
+        },
     }),
 };
 
@@ -70,7 +54,7 @@ const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["input"],
-        vectors: Vectors::OpenAiData,
+        vectors: Vectors::OPENAI_DATA,
     }),
 };
 

@@ -20,7 +20,7 @@ const EMBEDDINGS: Endpoint = Endpoint {
     output: None,
     batch: Some(BatchSpec {
         inputs: &["input"],
-        vectors: Vectors::OpenAiData,
+        vectors: Vectors::OPENAI_DATA,
     }),
 };
 
