@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use http::uri::{Authority, Scheme};
 use http::Uri;
 
-use super::{Config, Problem, RouteConfig};
+use super::{Config, ContractConfig, Problem, RouteConfig};
 
 /// An upstream URL taken apart: what forwarding needs to build each request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,24 +117,8 @@ impl RouteConfig {
             problems.push(Problem::new(format!("{path}.{key}"), message));
         };
 
-        if self.name.is_empty() {
-            problem(
-                "name",
-                "missing (required): the route label on metrics and logs".into(),
-            );
-        } else if self.name.len() > 64
-            || !self.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            || !self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-        {
-            problem(
-                "name",
-                "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.', starting with a \
-                 letter or digit (it is a metric label)"
-                    .into(),
-            );
+        if let Err(why) = check_name(&self.name) {
+            problem("name", why.into());
         }
 
         if self.prefix.is_empty() {
@@ -179,53 +163,9 @@ impl RouteConfig {
         }
 
         if let Some(contract) = &self.contract {
-            let mut problem = |key: &str, message: String| {
+            contract.validate(&mut |key: &str, message: String| {
                 problem(&format!("contract.{key}"), message);
-            };
-            let label = !contract.task.is_empty()
-                && contract.task.len() <= 64
-                && contract
-                    .task
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-            if !label {
-                problem(
-                    "task",
-                    "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.' (a metric label)"
-                        .into(),
-                );
-            }
-            let pointers = contract
-                .prose
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (format!("prose[{i}]"), p));
-            let citations = contract.citations.iter().flat_map(|c| {
-                [
-                    ("citations.output".to_string(), &c.output),
-                    ("citations.sources".to_string(), &c.sources),
-                ]
-                .into_iter()
-                .chain(c.quotes.iter().map(|q| ("citations.quotes".to_string(), q)))
             });
-            for (key, pointer) in pointers.chain(citations) {
-                if !pointer.starts_with('/') {
-                    problem(
-                        &key,
-                        format!("\"{pointer}\" is not a JSON pointer (it starts with '/')"),
-                    );
-                }
-            }
-            if contract.min_chars > contract.max_chars {
-                problem("min_chars", "must not exceed max_chars".into());
-            }
-            let filled = contract.degraded.replace("{reason}", "reason");
-            if serde_json::from_str::<serde_json::Value>(&filled).is_err() {
-                problem(
-                    "degraded",
-                    "must be JSON (with {reason} inside a string)".into(),
-                );
-            }
         }
         if self.max_batch_inputs == Some(0) {
             problem(
@@ -244,6 +184,77 @@ impl RouteConfig {
                 problem(key, "must be greater than 0".into());
             }
         }
+    }
+}
+
+impl ContractConfig {
+    /// The problems of a route's `[routes.contract]`, by key under it.
+    fn validate(&self, problem: &mut impl FnMut(&str, String)) {
+        let contract = self;
+        let label = !contract.task.is_empty()
+            && contract.task.len() <= 64
+            && contract
+                .task
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+        if !label {
+            problem(
+                "task",
+                "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.' (a metric label)"
+                    .into(),
+            );
+        }
+        let pointers = contract
+            .prose
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("prose[{i}]"), p));
+        let citations = contract.citations.iter().flat_map(|c| {
+            [
+                ("citations.output".to_string(), &c.output),
+                ("citations.sources".to_string(), &c.sources),
+            ]
+            .into_iter()
+            .chain(c.quotes.iter().map(|q| ("citations.quotes".to_string(), q)))
+        });
+        for (key, pointer) in pointers.chain(citations) {
+            if !pointer.starts_with('/') {
+                problem(
+                    &key,
+                    format!("\"{pointer}\" is not a JSON pointer (it starts with '/')"),
+                );
+            }
+        }
+        if contract.min_chars > contract.max_chars {
+            problem("min_chars", "must not exceed max_chars".into());
+        }
+        let filled = contract.degraded.replace("{reason}", "reason");
+        if serde_json::from_str::<serde_json::Value>(&filled).is_err() {
+            problem(
+                "degraded",
+                "must be JSON (with {reason} inside a string)".into(),
+            );
+        }
+    }
+}
+
+/// A route name is a metric label: short, plain, and present.
+fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("missing (required): the route label on metrics and logs");
+    }
+    let plain = name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if plain {
+        Ok(())
+    } else {
+        Err(
+            "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.', starting with a \
+             letter or digit (it is a metric label)",
+        )
     }
 }
 

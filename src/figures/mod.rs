@@ -143,8 +143,8 @@ enum Reading {
 
 /// One concrete figure of a body: a table entry, or one member under a
 /// wildcard entry.
-struct Entry<'a> {
-    figure: &'a Figure,
+struct Entry<'a, 't> {
+    figure: &'t Figure,
     /// The concrete pointer, for the `probity-normalized` list.
     pointer: Cow<'static, str>,
     /// The value, when present and not `null`.
@@ -162,9 +162,27 @@ enum Record<'a> {
 /// Judges the body figures of `table` in a response whose root object is
 /// `root`, borrowed from `body`.
 pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
-    let mut judgement = Judgement::default();
+    let records = records(root, table, body);
+    let entries = entries(root, table, &records);
+    // Every figure on its own.
+    let readings: Vec<Reading> = entries
+        .iter()
+        .map(|entry| match entry.value {
+            None => Reading::Absent,
+            Some(value) => read(entry.figure.domain, value, body),
+        })
+        .collect();
+    let collapsed = collapsed(&records, &entries, &readings);
+    report(&records, &entries, &readings, &collapsed)
+}
 
-    // Each record is looked up once; the root is never a record to collapse.
+/// The records of a table, each looked up once; the root is never a record
+/// to collapse.
+fn records<'a>(
+    root: &Object<'a>,
+    table: &[Figure],
+    body: &[u8],
+) -> Vec<(&'static str, Record<'a>)> {
     let mut records: Vec<(&'static str, Record<'_>)> = Vec::new();
     for figure in table {
         let pointer = figure.record();
@@ -172,10 +190,17 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
             records.push((pointer, find_record(root, pointer, body)));
         }
     }
+    records
+}
 
-    // The concrete figures: a wildcard (`/usage/prompt_tokens_details/*`)
-    // stands for every member of its record.
-    let mut entries: Vec<Entry<'_>> = Vec::with_capacity(table.len());
+/// The concrete figures of a body: a table entry, or for a wildcard
+/// (`/usage/prompt_tokens_details/*`) every member of its record.
+fn entries<'a, 't>(
+    root: &Object<'a>,
+    table: &'t [Figure],
+    records: &[(&'static str, Record<'a>)],
+) -> Vec<Entry<'a, 't>> {
+    let mut entries = Vec::with_capacity(table.len());
     for figure in table {
         let record = figure.record();
         let object = if record.is_empty() {
@@ -186,65 +211,74 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
                 _ => None,
             }
         };
-        if figure.key() == "*" {
-            // `keys` gives a duplicated key once: its last copy is the one
-            // read, so it is the one judged (two entries for one span
-            // would splice it twice).
-            for key in object.into_iter().flat_map(|o| o.keys()) {
-                let pointer = Cow::Owned(format!("{record}/{}", escape_token(key)));
-                let value = object.and_then(|o| o.present(key));
-                entries.push(Entry {
-                    figure,
-                    pointer,
-                    value,
-                });
-            }
-        } else {
+        if figure.key() != "*" {
             let value = object.and_then(|o| o.present(figure.key()));
             entries.push(Entry {
                 figure,
                 pointer: Cow::Borrowed(figure.pointer),
                 value,
             });
+            continue;
+        }
+        // `keys` gives a duplicated key once: its last copy is the one read,
+        // so it is the one judged (two entries for one span would splice it
+        // twice).
+        for key in object.into_iter().flat_map(|o| o.keys()) {
+            entries.push(Entry {
+                figure,
+                pointer: Cow::Owned(format!("{record}/{}", escape_token(key))),
+                value: object.and_then(|o| o.present(key)),
+            });
         }
     }
+    entries
+}
 
-    // Every figure on its own.
-    let readings: Vec<Reading> = entries
-        .iter()
-        .map(|entry| match entry.value {
-            None => Reading::Absent,
-            Some(value) => read(entry.figure.domain, value, body),
-        })
-        .collect();
+/// Whether `pointer` lies inside the record at `record`.
+fn under(pointer: &str, record: &str) -> bool {
+    pointer
+        .strip_prefix(record)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
 
-    // A record collapses when it lost a figure and keeps none (nested
-    // records count as part of their parent). Only the outermost collapses.
-    let under = |pointer: &str, record: &str| {
-        pointer.len() > record.len()
-            && pointer.starts_with(record)
-            && pointer.as_bytes()[record.len()] == b'/'
-    };
-    let mut collapsed: Vec<(&'static str, Range<usize>)> = Vec::new();
-    for (pointer, record) in &records {
+/// The records that collapse: those that lost a figure and keep none
+/// (nested records count as part of their parent).
+fn collapsed(
+    records: &[(&'static str, Record<'_>)],
+    entries: &[Entry<'_, '_>],
+    readings: &[Reading],
+) -> Vec<(&'static str, Range<usize>)> {
+    let mut collapsed = Vec::new();
+    for (pointer, record) in records {
         let Record::Object(_, span) = record else {
             continue;
         };
         let mut lost = false;
         let mut kept = false;
-        for (reading, entry) in readings.iter().zip(&entries) {
+        for (reading, entry) in readings.iter().zip(entries) {
             if under(&entry.pointer, pointer) {
                 lost |= matches!(reading, Reading::Malformed(_));
                 kept |= matches!(reading, Reading::Sound(_));
             }
         }
         if lost && !kept {
-            collapsed.push((pointer, span.clone()));
+            collapsed.push((*pointer, span.clone()));
         }
     }
-    let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
+    collapsed
+}
 
-    for (reading, entry) in readings.iter().zip(&entries) {
+/// The judgement: malformed figures, broken records, then collapsed ones,
+/// each nulled unless an outer record is nulled whole.
+fn report(
+    records: &[(&'static str, Record<'_>)],
+    entries: &[Entry<'_, '_>],
+    readings: &[Reading],
+    collapsed: &[(&'static str, Range<usize>)],
+) -> Judgement {
+    let mut judgement = Judgement::default();
+    let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
+    for (reading, entry) in readings.iter().zip(entries) {
         match reading {
             Reading::Malformed(span) => {
                 judgement.pointers.push(entry.pointer.to_string());
@@ -261,7 +295,7 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
             Reading::Sound(None) | Reading::Absent => {}
         }
     }
-    for (pointer, record) in &records {
+    for (pointer, record) in records {
         if let Record::Broken(span) = record {
             judgement.pointers.push(pointer.to_string());
             judgement.malformed.push(pointer);
@@ -270,7 +304,7 @@ pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
             }
         }
     }
-    for (pointer, span) in &collapsed {
+    for (pointer, span) in collapsed {
         judgement.pointers.push(pointer.to_string());
         if !nulled_whole(pointer) {
             judgement.nulls.push(span.clone());

@@ -138,6 +138,47 @@ struct Events {
     tool: StreamedAnswer,
 }
 
+impl Events {
+    /// A block starts: it may now receive deltas; the forced tool's block
+    /// is the answer.
+    fn block_started(&mut self, body: &Object<'_>, name: &str) -> Result<(), Violation> {
+        let index = block_index(body, name)?;
+        self.blocks.push(index);
+        let block = body.present("content_block").and_then(|b| b.object());
+        let tool = block
+            .as_ref()
+            .and_then(|b| b.get("name").and_then(|n| n.string()));
+        if self.forced.is_some() && tool.as_deref() == self.forced.as_deref() {
+            self.forced_block.get_or_insert(index);
+        }
+        Ok(())
+    }
+
+    /// A delta or stop for a block, which must have started; its text (or
+    /// the forced tool's JSON) is gathered for the answer.
+    fn block_delta(&mut self, body: &Object<'_>, name: &str) -> Result<(), Violation> {
+        let index = block_index(body, name)?;
+        if !self.blocks.contains(&index) {
+            return Err(invariants::violation(
+                "content_block_invalid",
+                format!("{name} for block {index}, which was never started"),
+            ));
+        }
+        let Some(delta) = body.present("delta").and_then(|d| d.object()) else {
+            return Ok(());
+        };
+        if let Some(text) = delta.present("text").and_then(|t| t.string()) {
+            self.text.push(&text);
+        }
+        if self.forced_block == Some(index) {
+            if let Some(json) = delta.present("partial_json").and_then(|t| t.string()) {
+                self.tool.push(&json);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl EventCheck for Events {
     fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
         let Some(data) = event.data.as_deref() else {
@@ -185,40 +226,10 @@ impl EventCheck for Events {
                 Ok(Some(figures::judge(data, &body, DELTA_FIGURES)))
             }
             "content_block_start" => {
-                let index = block_index(&body, name)?;
-                self.blocks.push(index);
-                let block = body.present("content_block").and_then(|b| b.object());
-                let tool = block
-                    .as_ref()
-                    .and_then(|b| b.get("name").and_then(|n| n.string()));
-                if self.forced.is_some() && tool.as_deref() == self.forced.as_deref() {
-                    self.forced_block.get_or_insert(index);
-                }
+                self.block_started(&body, name)?;
                 Ok(None)
             }
-            _ => {
-                let index = block_index(&body, name)?;
-                if self.blocks.contains(&index) {
-                    if let Some(delta) = body.present("delta").and_then(|d| d.object()) {
-                        if let Some(text) = delta.present("text").and_then(|t| t.string()) {
-                            self.text.push(&text);
-                        }
-                        if self.forced_block == Some(index) {
-                            if let Some(json) =
-                                delta.present("partial_json").and_then(|t| t.string())
-                            {
-                                self.tool.push(&json);
-                            }
-                        }
-                    }
-                    Ok(None)
-                } else {
-                    Err(invariants::violation(
-                        "content_block_invalid",
-                        format!("{name} for block {index}, which was never started"),
-                    ))
-                }
-            }
+            _ => self.block_delta(&body, name).map(|()| None),
         }
     }
 

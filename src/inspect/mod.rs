@@ -335,30 +335,8 @@ pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contrac
         .map(|range| (range.clone(), Cow::Borrowed(&b"null"[..])))
         .collect();
     let output = match (&endpoint.output, &response.object, checked) {
-        (Some(spec), Some(object), Ok(request)) => {
-            contract(spec, request, object, contracts).map(|(contract, answers)| {
-                let verdict = contract.judge(&answers);
-                let degraded = !verdict.valid() && contract.degrades();
-                if degraded {
-                    let degraded_answer = contract.degraded(&verdict);
-                    for answer in answers.iter().filter_map(|a| a.content) {
-                        let bytes = match answer.kind() {
-                            // Text content (or none: `null`) becomes text.
-                            json::Kind::String | json::Kind::Null => {
-                                serde_json::to_string(&degraded_answer).unwrap_or_default()
-                            }
-                            _ => degraded_answer.clone(),
-                        };
-                        replacements.push((answer.span(body), Cow::Owned(bytes.into_bytes())));
-                    }
-                }
-                Output {
-                    task: contract.task,
-                    verdict,
-                    degraded,
-                }
-            })
-        }
+        (Some(spec), Some(object), Ok(request)) => contract(spec, request, object, contracts)
+            .map(|(contract, answers)| judge_output(contract, &answers, body, &mut replacements)),
         _ => None,
     };
     let body = (!replacements.is_empty()).then(|| {
@@ -374,6 +352,36 @@ pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contrac
         output,
         uninspected: checked.err(),
     }))
+}
+
+/// The output contract's verdict on a response's answers; with
+/// `degrade`, an invalid answer's replacement joins the splice.
+fn judge_output(
+    contract: Contract,
+    answers: &[contract::Answer<'_>],
+    body: &[u8],
+    replacements: &mut Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)>,
+) -> Output {
+    let verdict = contract.judge(answers);
+    let degraded = !verdict.valid() && contract.degrades();
+    if degraded {
+        let degraded_answer = contract.degraded(&verdict);
+        for answer in answers.iter().filter_map(|a| a.content) {
+            let bytes = match answer.kind() {
+                // Text content (or none: `null`) becomes text.
+                json::Kind::String | json::Kind::Null => {
+                    serde_json::to_string(&degraded_answer).unwrap_or_default()
+                }
+                _ => degraded_answer.clone(),
+            };
+            replacements.push((answer.span(body), Cow::Owned(bytes.into_bytes())));
+        }
+    }
+    Output {
+        task: contract.task,
+        verdict,
+        degraded,
+    }
 }
 
 /// The well-formed token figures of a body and its headers (a stitched

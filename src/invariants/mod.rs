@@ -506,32 +506,43 @@ pub fn ranking(name: &str, results: Option<Json<'_>>, expect: Ranking) -> Result
                 format!("{name}[{i}].{} is not a finite number", expect.score),
             ));
         }
-        let (form, required) = match expect.echo {
-            Echo::Unchecked => continue,
-            Echo::Optional(form) => (form, false),
-            Echo::Required(form) => (form, true),
-        };
-        let document = result.present(expect.document);
-        let fits = match (document, form) {
-            (None, _) => !required,
-            (Some(d), Document::Object) => d.kind() == Kind::Object,
-            (Some(d), Document::String) => d.kind() == Kind::String,
-        };
-        if !fits {
-            let wanted = match form {
-                Document::Object => "an object",
-                Document::String => "a string",
-            };
-            return Err(violation(
-                "rerank_document_invalid",
-                format!(
-                    "{name}[{i}].{} should be {wanted} (documents were requested)",
-                    expect.document
-                ),
-            ));
-        }
+        echoed_document(name, i, result, &expect)?;
     }
     Ok(())
+}
+
+/// A result's echoed document, when documents were requested: present
+/// (if required) and of the provider's form.
+fn echoed_document(
+    name: &str,
+    i: usize,
+    result: &Object<'_>,
+    expect: &Ranking,
+) -> Result<(), Violation> {
+    let (form, required) = match expect.echo {
+        Echo::Unchecked => return Ok(()),
+        Echo::Optional(form) => (form, false),
+        Echo::Required(form) => (form, true),
+    };
+    let fits = match (result.present(expect.document), form) {
+        (None, _) => !required,
+        (Some(d), Document::Object) => d.kind() == Kind::Object,
+        (Some(d), Document::String) => d.kind() == Kind::String,
+    };
+    if fits {
+        return Ok(());
+    }
+    let wanted = match form {
+        Document::Object => "an object",
+        Document::String => "a string",
+    };
+    Err(violation(
+        "rerank_document_invalid",
+        format!(
+            "{name}[{i}].{} should be {wanted} (documents were requested)",
+            expect.document
+        ),
+    ))
 }
 
 #[cfg(test)]
