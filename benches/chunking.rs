@@ -4,6 +4,16 @@
 //!
 //! `cargo bench --bench chunking`. Loopback only, a few seconds.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -5,6 +5,16 @@
 //! `cargo bench --bench pipeline`. The end-to-end latency comparison against
 //! a direct call and nginx is a separate load benchmark.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::{HeaderMap, Method, StatusCode};

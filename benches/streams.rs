@@ -11,6 +11,16 @@
 //! `cargo bench --bench streams`. Bounded in time (about 20 s) and only on
 //! 127.0.0.1.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;

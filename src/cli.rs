@@ -14,10 +14,12 @@ pub struct Cli {
     #[arg(long, env = "PROBITY_CONFIG", global = true)]
     pub config: Option<PathBuf>,
 
+    /// What to do instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validates a configuration file, prints every problem with its key

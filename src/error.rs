@@ -23,19 +23,17 @@ use crate::violation::Violation;
 
 /// Faults in the client's request, found by `server` before forwarding.
 #[derive(Debug, thiserror::Error)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     #[error("request body is larger than server.max_request_bytes ({limit} bytes)")]
     TooLarge { limit: u64 },
     #[error("the request body could not be read: {cause}")]
     Unreadable { cause: String },
-    #[error("the request target cannot be forwarded")]
-    BadTarget,
     #[error("probity is at server.max_connections ({limit})")]
     Overloaded { limit: u64 },
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     #[error(transparent)]
     NoRoute(#[from] NoRoute),
     #[error(transparent)]
@@ -54,13 +52,11 @@ pub enum ProxyError {
 const RETRY_AFTER_SECONDS: &str = "1";
 
 impl ProxyError {
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
             ProxyError::Request(RequestError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
-            ProxyError::Request(RequestError::Unreadable { .. } | RequestError::BadTarget) => {
-                StatusCode::BAD_REQUEST
-            }
+            ProxyError::Request(RequestError::Unreadable { .. }) => StatusCode::BAD_REQUEST,
             ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
@@ -69,13 +65,11 @@ impl ProxyError {
     }
 
     /// The `type` member: a fixed set an app can match on.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ProxyError::NoRoute(_) => "no_route",
             ProxyError::Request(RequestError::TooLarge { .. }) => "request_too_large",
-            ProxyError::Request(RequestError::Unreadable { .. } | RequestError::BadTarget) => {
-                "bad_request"
-            }
+            ProxyError::Request(RequestError::Unreadable { .. }) => "bad_request",
             ProxyError::Request(RequestError::Overloaded { .. }) => "overloaded",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
@@ -88,7 +82,7 @@ impl ProxyError {
 
     /// The `code` member: the broken invariant for an invalid response, the
     /// limit's configuration key for a timeout, else the type again.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ProxyError::InvalidResponse(violation) => violation.invariant,
             ProxyError::Forward(ForwardError::Timeout { key, .. }) => key,
@@ -97,7 +91,7 @@ impl ProxyError {
     }
 
     /// What happened, then what to do about it.
-    pub fn message(&self, route: Option<&str>) -> String {
+    pub(crate) fn message(&self, route: Option<&str>) -> String {
         let route = route.unwrap_or("-");
         match self {
             ProxyError::NoRoute(NoRoute { path, prefixes }) => format!(
@@ -112,9 +106,6 @@ impl ProxyError {
             }
             ProxyError::Request(err @ RequestError::Unreadable { .. }) => {
                 format!("{err}: resend the request")
-            }
-            ProxyError::Request(err @ RequestError::BadTarget) => {
-                format!("{err}: send an origin-form path such as /ollama/api/chat")
             }
             ProxyError::Request(err @ RequestError::Overloaded { .. }) => format!(
                 "{err}: retry after {RETRY_AFTER_SECONDS} s, or raise server.max_connections"
@@ -167,12 +158,16 @@ impl ProxyError {
 
     /// The `error` object alone, for a stream that can only end with an
     /// error event in its own format (its status line is already sent).
-    pub fn error_object(&self, route: Option<&str>, request_id: &HeaderValue) -> serde_json::Value {
+    pub(crate) fn error_object(
+        &self,
+        route: Option<&str>,
+        request_id: &HeaderValue,
+    ) -> serde_json::Value {
         serde_json::to_value(self.fields(route, request_id)).unwrap_or_default()
     }
 
     /// The error response: the one mapping from error to HTTP.
-    pub fn respond(&self, route: Option<&str>, request_id: &HeaderValue) -> Response<Bytes> {
+    pub(crate) fn respond(&self, route: Option<&str>, request_id: &HeaderValue) -> Response<Bytes> {
         let body = ErrorBody {
             error: self.fields(route, request_id),
         };

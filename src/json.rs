@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 /// One JSON value, borrowed from the document it came from.
 /// Its text is always valid JSON: a `Json` is only made by a parse.
 #[derive(Clone, Copy)]
-pub struct Json<'a> {
+pub(crate) struct Json<'a> {
     text: &'a str,
 }
 
@@ -37,7 +37,7 @@ impl<'a> From<&'a RawValue> for Json<'a> {
 
 /// The kind of a value, read from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Object,
     Array,
     String,
@@ -48,13 +48,13 @@ pub enum Kind {
 
 impl<'a> Json<'a> {
     /// Parses a whole document (validating its syntax once).
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
+    pub(crate) fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
         Self::parse_document(bytes).map(|(json, _)| json)
     }
 
     /// Parses a whole document and, when its root is an object, its members,
     /// in one pass: bodies can be megabytes of vectors.
-    pub fn parse_document(
+    pub(crate) fn parse_document(
         bytes: &'a [u8],
     ) -> Result<(Self, Option<Object<'a>>), serde_json::Error> {
         let text = std::str::from_utf8(bytes)
@@ -76,17 +76,17 @@ impl<'a> Json<'a> {
     }
 
     /// The value's exact text.
-    pub fn text(&self) -> &'a str {
+    pub(crate) fn text(&self) -> &'a str {
         self.text
     }
 
     /// Where this value sits in `document` (which it must borrow from).
-    pub fn span(&self, document: &[u8]) -> Range<usize> {
+    pub(crate) fn span(&self, document: &[u8]) -> Range<usize> {
         let start = self.text.as_ptr() as usize - document.as_ptr() as usize;
         start..start + self.text.len()
     }
 
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self.text().as_bytes().first() {
             Some(b'{') => Kind::Object,
             Some(b'[') => Kind::Array,
@@ -97,12 +97,12 @@ impl<'a> Json<'a> {
         }
     }
 
-    pub fn is_null(&self) -> bool {
+    pub(crate) fn is_null(&self) -> bool {
         self.kind() == Kind::Null
     }
 
     /// The members of an object, in document order; `None` for a non-object.
-    pub fn object(&self) -> Option<Object<'a>> {
+    pub(crate) fn object(&self) -> Option<Object<'a>> {
         if self.kind() != Kind::Object {
             return None;
         }
@@ -111,7 +111,7 @@ impl<'a> Json<'a> {
     }
 
     /// The elements of an array; `None` for a non-array.
-    pub fn array(&self) -> Option<Vec<Json<'a>>> {
+    pub(crate) fn array(&self) -> Option<Vec<Json<'a>>> {
         if self.kind() != Kind::Array {
             return None;
         }
@@ -121,7 +121,7 @@ impl<'a> Json<'a> {
 
     /// The elements of an array with the members of each element that is an
     /// object, in one pass; `None` for a non-array.
-    pub fn objects(&self) -> Option<Vec<Option<Object<'a>>>> {
+    pub(crate) fn objects(&self) -> Option<Vec<Option<Object<'a>>>> {
         if self.kind() != Kind::Array {
             return None;
         }
@@ -133,7 +133,7 @@ impl<'a> Json<'a> {
     /// surrogate escape (`"\ud800"`, what JavaScript emits for a string cut
     /// inside an emoji) is valid JSON: it reads as U+FFFD, never as "not a
     /// string".
-    pub fn string(&self) -> Option<Cow<'a, str>> {
+    pub(crate) fn string(&self) -> Option<Cow<'a, str>> {
         if self.kind() != Kind::String {
             return None;
         }
@@ -148,7 +148,7 @@ impl<'a> Json<'a> {
     }
 
     /// A non-negative integer written as one (`8`, never `8.0`, `"8"` or `-0`).
-    pub fn count(&self) -> Option<u64> {
+    pub(crate) fn count(&self) -> Option<u64> {
         let text = self.text();
         if text.bytes().all(|b| b.is_ascii_digit()) {
             text.parse().ok()
@@ -157,18 +157,8 @@ impl<'a> Json<'a> {
         }
     }
 
-    /// Any integer written as one (`-3`, never `-3.0`).
-    pub fn integer(&self) -> Option<i64> {
-        let digits = self.text().strip_prefix('-').unwrap_or(self.text());
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            self.text().parse().ok()
-        } else {
-            None
-        }
-    }
-
     /// A finite number, in any JSON number form.
-    pub fn number(&self) -> Option<f64> {
+    pub(crate) fn number(&self) -> Option<f64> {
         if self.kind() != Kind::Number {
             return None;
         }
@@ -176,7 +166,7 @@ impl<'a> Json<'a> {
     }
 
     /// `true` or `false`.
-    pub fn boolean(&self) -> Option<bool> {
+    pub(crate) fn boolean(&self) -> Option<bool> {
         match self.text() {
             "true" => Some(true),
             "false" => Some(false),
@@ -186,32 +176,35 @@ impl<'a> Json<'a> {
 }
 
 /// An object's members, in document order.
-pub struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
+pub(crate) struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
 
 impl<'a> Object<'a> {
     /// The member with this key. JSON leaves duplicate keys undefined; the
     /// last one wins here, as in serde_json, Python and JavaScript, which is
     /// what the provider and the app both read.
-    pub fn get(&self, key: &str) -> Option<Json<'a>> {
+    pub(crate) fn get(&self, key: &str) -> Option<Json<'a>> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 
     /// A member that is present and not `null`.
-    pub fn present(&self, key: &str) -> Option<Json<'a>> {
+    pub(crate) fn present(&self, key: &str) -> Option<Json<'a>> {
         self.get(key).filter(|v| !v.is_null())
     }
 
     /// Each distinct key once, in document order of its last copy (the
     /// copy [`Object::get`] reads): a duplicated key is one member.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         let members = &self.0;
         // Duplicates are rare: look for them only when there are any, and
         // with a set once an object is large (a hostile body can hold
         // thousands of members).
         let mut seen = std::collections::HashSet::new();
         let distinct: Vec<bool> = if members.len() <= 16 {
-            (0..members.len())
-                .map(|i| !members[i + 1..].iter().any(|(k, _)| *k == members[i].0))
+            let later = |i: usize| members.get(i + 1..).unwrap_or_default();
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, (key, _))| !later(i).iter().any(|(k, _)| k == key))
                 .collect()
         } else {
             let mut last: Vec<bool> = members
@@ -359,7 +352,8 @@ impl<'de> Visitor<'de> for KeySeed {
 // ---------------------------------------------------------------- splicing
 
 /// Replaces each range of `body` with `null`; the rest is copied as is.
-pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
+#[cfg(test)]
+pub(crate) fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
     let mut replacements: Vec<(Range<usize>, &[u8])> =
         nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect();
     replace(body, &mut replacements)
@@ -369,7 +363,7 @@ pub fn splice(body: &[u8], nulls: &[Range<usize>]) -> Bytes {
 /// disjoint ranges; should two ever overlap, the one starting first is
 /// applied and the other dropped, and a range outside the body is ignored:
 /// a splice never fails a response.
-pub fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes {
+pub(crate) fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes {
     replacements.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
     let mut out = BytesMut::with_capacity(body.len() + 16 * replacements.len());
     let mut at = 0;
@@ -387,7 +381,7 @@ pub fn replace(body: &[u8], replacements: &mut [(Range<usize>, &[u8])]) -> Bytes
 
 /// What [`scan_numbers`] found wrong, at which element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NumberFault {
+pub(crate) enum NumberFault {
     /// The value is not an array at all.
     NotArray,
     /// The element at this position is not a number (a string, null, ...).
@@ -400,7 +394,7 @@ pub enum NumberFault {
 
 /// What the elements of a vector must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Elements {
+pub(crate) enum Elements {
     /// Finite numbers.
     Float,
     /// Integers within the range (Cohere's int8, uint8, binary, ubinary).
@@ -411,7 +405,7 @@ pub enum Elements {
 /// checking each as it goes. The text must already be valid JSON (it comes
 /// from a parsed [`Json`]), so only the element kinds need checking: any
 /// element that does not start like a number is not one.
-pub fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize, NumberFault> {
+pub(crate) fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize, NumberFault> {
     let bytes = value.text().as_bytes();
     if bytes.first() != Some(&b'[') {
         return Err(NumberFault::NotArray);
@@ -419,7 +413,7 @@ pub fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize, Number
     let mut at = 1;
     let mut count = 0;
     let skip_space = |at: &mut usize| {
-        while *at < bytes.len() && matches!(bytes[*at], b' ' | b'\n' | b'\r' | b'\t') {
+        while matches!(bytes.get(*at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
             *at += 1;
         }
     };
@@ -433,12 +427,13 @@ pub fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize, Number
         if !matches!(bytes.get(at), Some(b'-' | b'0'..=b'9')) {
             return Err(NumberFault::NotNumber(count));
         }
-        while at < bytes.len()
-            && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-        {
+        while matches!(
+            bytes.get(at),
+            Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+        ) {
             at += 1;
         }
-        let token = &bytes[start..at];
+        let token = bytes.get(start..at).unwrap_or_default();
         match elements {
             Elements::Float => {
                 if !finite(token) {
@@ -475,14 +470,17 @@ fn finite(token: &[u8]) -> bool {
     /// sends it and everything above it to infinity (f64::MAX is odd).
     const OVERFLOW: &[u8] = b"179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792";
     let token = token.strip_prefix(b"-").unwrap_or(token);
-    let (mantissa, exponent) = match token.iter().position(|b| matches!(b, b'e' | b'E')) {
-        Some(e) => (&token[..e], &token[e + 1..]),
-        None => (token, &[][..]),
-    };
-    let (integer, fraction) = match mantissa.iter().position(|b| *b == b'.') {
-        Some(dot) => (&mantissa[..dot], &mantissa[dot + 1..]),
-        None => (mantissa, &[][..]),
-    };
+    // `split` leaves the separator out: mantissa `e` exponent, integer `.` fraction.
+    let mut parts = token.splitn(2, |b| matches!(b, b'e' | b'E'));
+    let (mantissa, exponent) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let mut parts = mantissa.splitn(2, |b| *b == b'.');
+    let (integer, fraction) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     // Nearly every vector element: a plain decimal well inside the range.
     if exponent.is_empty() && integer.len() <= 308 {
         return true;
@@ -518,9 +516,9 @@ fn finite(token: &[u8]) -> bool {
 /// A JSON exponent's value (`+12`, `-3`, `400`), saturating far beyond
 /// any magnitude that matters.
 fn exponent_value(exponent: &[u8]) -> i64 {
-    let (negative, digits) = match exponent.first() {
-        Some(b'-') => (true, &exponent[1..]),
-        Some(b'+') => (false, &exponent[1..]),
+    let (negative, digits) = match exponent.split_first() {
+        Some((b'-', digits)) => (true, digits),
+        Some((b'+', digits)) => (false, digits),
         _ => (false, exponent),
     };
     let value = digits.iter().fold(0i64, |n, d| {
@@ -535,7 +533,7 @@ fn exponent_value(exponent: &[u8]) -> i64 {
 }
 
 /// The decoded length of standard padded base64, or `None` if it is not that.
-pub fn base64_len(text: &str) -> Option<usize> {
+pub(crate) fn base64_len(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
     if bytes.is_empty() || bytes.len() % 4 != 0 {
         return None;
@@ -544,7 +542,7 @@ pub fn base64_len(text: &str) -> Option<usize> {
     if padding > 2 {
         return None;
     }
-    let body = &bytes[..bytes.len() - padding];
+    let body = bytes.get(..bytes.len() - padding)?;
     if !body
         .iter()
         .all(|b| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/')
@@ -612,7 +610,6 @@ mod tests {
             assert_eq!(value(bad).count(), None, "{bad}");
         }
         assert_eq!(value("99999999999999999999999").count(), None, "beyond u64");
-        assert_eq!(value("-3").integer(), Some(-3));
         assert_eq!(value("1e3").number(), Some(1000.0));
     }
 

@@ -8,18 +8,18 @@
 //! `admin` serves metrics, health and captures on its own port, `error` maps
 //! every fault to one HTTP error shape, `telemetry` logs and counts.
 
-pub mod admin;
-pub mod batch;
-pub mod capture;
+pub(crate) mod admin;
+pub(crate) mod batch;
+pub(crate) mod capture;
 pub mod cli;
 pub mod config;
 pub mod contract;
-pub mod error;
-pub mod figures;
+pub(crate) mod error;
+pub(crate) mod figures;
 pub mod forward;
 pub mod inspect;
-pub mod invariants;
-pub mod json;
+pub(crate) mod invariants;
+pub(crate) mod json;
 pub mod route;
 pub mod server;
 pub mod telemetry;

@@ -15,24 +15,24 @@ use tokio::time::Instant;
 
 use crate::forward::ForwardError;
 
-pub const REQUESTS_TOTAL: &str = "probity_requests_total";
-pub const REQUEST_DURATION_SECONDS: &str = "probity_request_duration_seconds";
-pub const UPSTREAM_ERRORS_TOTAL: &str = "probity_upstream_errors_total";
-pub const OVERLOAD_REJECTIONS_TOTAL: &str = "probity_overload_rejections_total";
-pub const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_invalid_response_total";
-pub const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
-pub const TOKENS_TOTAL: &str = "probity_tokens_total";
-pub const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
-pub const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
-pub const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
-pub const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
-pub const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
-pub const CHUNKS_TOTAL: &str = "probity_chunks_total";
-pub const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
+pub(crate) const REQUESTS_TOTAL: &str = "probity_requests_total";
+pub(crate) const REQUEST_DURATION_SECONDS: &str = "probity_request_duration_seconds";
+pub(crate) const UPSTREAM_ERRORS_TOTAL: &str = "probity_upstream_errors_total";
+pub(crate) const OVERLOAD_REJECTIONS_TOTAL: &str = "probity_overload_rejections_total";
+pub(crate) const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_invalid_response_total";
+pub(crate) const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
+pub(crate) const TOKENS_TOTAL: &str = "probity_tokens_total";
+pub(crate) const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
+pub(crate) const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
+pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
+pub(crate) const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
+pub(crate) const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
+pub(crate) const CHUNKS_TOTAL: &str = "probity_chunks_total";
+pub(crate) const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
-pub const NO_ROUTE_LABEL: &str = "-";
+pub(crate) const NO_ROUTE_LABEL: &str = "-";
 
 /// Buckets for request durations: model calls range from a millisecond
 /// (a cached embedding) to minutes (a long generation).
@@ -112,22 +112,22 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
 }
 
 /// What is known about one request when its response ends.
-pub struct RequestRecord {
-    pub request_id: HeaderValue,
-    pub route: Option<Arc<str>>,
-    pub method: Method,
+pub(crate) struct RequestRecord {
+    pub(crate) request_id: HeaderValue,
+    pub(crate) route: Option<Arc<str>>,
+    pub(crate) method: Method,
     /// The path only: a query string may carry a credential (`?key=`).
-    pub path: String,
-    pub status: StatusCode,
-    pub upstream_status: Option<StatusCode>,
-    pub started: Instant,
+    pub(crate) path: String,
+    pub(crate) status: StatusCode,
+    pub(crate) upstream_status: Option<StatusCode>,
+    pub(crate) started: Instant,
     /// The upstream response was kept in the capture store.
-    pub captured: bool,
+    pub(crate) captured: bool,
 }
 
 /// How a response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// The last byte went out.
     Complete,
     /// An upstream fault cut a stream after its status line.
@@ -147,7 +147,7 @@ impl Ending {
 }
 
 /// A response has ended: one log line and the request metrics.
-pub fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
+pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
     let route = record
         .route
         .as_deref()
@@ -174,7 +174,12 @@ pub fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
 
 /// An upstream fault, before the status line (`streaming` false, the client
 /// got an error response) or inside a stream that was then cut.
-pub fn upstream_fault(route: &str, request_id: &HeaderValue, err: &ForwardError, streaming: bool) {
+pub(crate) fn upstream_fault(
+    route: &str,
+    request_id: &HeaderValue,
+    err: &ForwardError,
+    streaming: bool,
+) {
     counter!(UPSTREAM_ERRORS_TOTAL, "route" => route.to_string(), "kind" => err.kind())
         .increment(1);
     tracing::warn!(
@@ -188,7 +193,7 @@ pub fn upstream_fault(route: &str, request_id: &HeaderValue, err: &ForwardError,
 }
 
 /// A connection over `max_connections` was answered 503.
-pub fn overload_rejected(max_connections: u64) {
+pub(crate) fn overload_rejected(max_connections: u64) {
     counter!(OVERLOAD_REJECTIONS_TOTAL).increment(1);
     tracing::warn!(
         max_connections,
@@ -201,7 +206,7 @@ fn millis(duration: Duration) -> f64 {
 }
 
 /// A payload invariant was broken: the client gets a 502.
-pub fn invalid_response(route: &str, request_id: &HeaderValue, invariant: &'static str) {
+pub(crate) fn invalid_response(route: &str, request_id: &HeaderValue, invariant: &'static str) {
     counter!(PROVIDER_INVALID_RESPONSE_TOTAL, "route" => route.to_string(), "invariant" => invariant)
         .increment(1);
     tracing::warn!(
@@ -214,7 +219,7 @@ pub fn invalid_response(route: &str, request_id: &HeaderValue, invariant: &'stat
 
 /// Malformed figures were nulled. The pointers come from the dialect's
 /// fixed table, never from the body, and no value is logged.
-pub fn figures_normalized(route: &str, request_id: &HeaderValue, figures: &[&'static str]) {
+pub(crate) fn figures_normalized(route: &str, request_id: &HeaderValue, figures: &[&'static str]) {
     for figure in figures {
         counter!(MALFORMED_FIGURES_TOTAL, "route" => route.to_string(), "figure" => *figure)
             .increment(1);
@@ -228,14 +233,14 @@ pub fn figures_normalized(route: &str, request_id: &HeaderValue, figures: &[&'st
 }
 
 /// Well-formed token figures, by kind.
-pub fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
+pub(crate) fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
     for (kind, count) in tokens {
         counter!(TOKENS_TOTAL, "route" => route.to_string(), "kind" => *kind).increment(*count);
     }
 }
 
 /// A response passed unchecked because its request could not be read.
-pub fn uninspected(route: &str, request_id: &HeaderValue, reason: &'static str) {
+pub(crate) fn uninspected(route: &str, request_id: &HeaderValue, reason: &'static str) {
     counter!(UNINSPECTED_TOTAL, "route" => route.to_string(), "reason" => reason).increment(1);
     tracing::debug!(
         request_id = request_id.to_str().unwrap_or("-"),
@@ -246,7 +251,7 @@ pub fn uninspected(route: &str, request_id: &HeaderValue, reason: &'static str) 
 }
 
 /// The first byte of a streamed response went out.
-pub fn stream_first_byte(record: &RequestRecord) {
+pub(crate) fn stream_first_byte(record: &RequestRecord) {
     let route = record
         .route
         .as_deref()
@@ -257,13 +262,13 @@ pub fn stream_first_byte(record: &RequestRecord) {
 }
 
 /// A model's answer was judged against its output contract.
-pub fn output_judged(task: &str, valid: bool) {
+pub(crate) fn output_judged(task: &str, valid: bool) {
     let verdict = if valid { "valid" } else { "invalid" };
     counter!(MODEL_OUTPUTS_TOTAL, "task" => task.to_string(), "verdict" => verdict).increment(1);
 }
 
 /// A model's answer broke its output contract: one count per reason.
-pub fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static str]) {
+pub(crate) fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static str]) {
     for reason in reasons {
         counter!(MODEL_INVALID_OUTPUT_TOTAL, "task" => task.to_string(), "reason" => *reason)
             .increment(1);
@@ -277,19 +282,19 @@ pub fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static 
 }
 
 /// An embedding batch is being split into chunks.
-pub fn chunked(route: &str) {
+pub(crate) fn chunked(route: &str) {
     counter!(CHUNKED_REQUESTS_TOTAL, "route" => route.to_string()).increment(1);
 }
 
 /// One chunk of a split batch was sent.
-pub fn chunk_sent(route: &str) {
+pub(crate) fn chunk_sent(route: &str) {
     counter!(CHUNKS_TOTAL, "route" => route.to_string()).increment(1);
 }
 
 /// probity's own fault: a panic while serving a request, answered with a
 /// 500 (or a stream's error event). `what` is the panic's message, which
 /// probity's own code wrote: never a body or a credential.
-pub fn internal_error(route: &str, request_id: &HeaderValue, what: &str) {
+pub(crate) fn internal_error(route: &str, request_id: &HeaderValue, what: &str) {
     counter!(INTERNAL_ERRORS_TOTAL, "route" => route.to_string()).increment(1);
     tracing::error!(
         request_id = request_id.to_str().unwrap_or("-"),

@@ -1,6 +1,16 @@
 //! Embedding batches larger than the provider takes: split, sent
 //! concurrently, stitched honestly.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,16 @@
 //! Real client libraries through probity: a normalized response must still
 //! be one the SDK accepts, and a rejected one an error it reports.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::process::Command;

@@ -19,6 +19,16 @@
 //! belong to the case at hand, and every failure is collected under the
 //! case's name before the test fails with the whole list.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::collections::{BTreeSet, HashMap};

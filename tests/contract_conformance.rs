@@ -32,6 +32,16 @@
 //! `probity_model_invalid_output_total{task,reason}` sample; and the capture
 //! listing (plus the captured verbatim body) on the admin listener.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::collections::BTreeMap;

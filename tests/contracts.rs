@@ -1,6 +1,16 @@
 //! Output contracts over real sockets: the verdict headers, the metric, the
 //! capture, and the degraded answer, for Ollama, OpenAI and Anthropic.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::time::Duration;

@@ -1,5 +1,15 @@
 //! Every row of the error table, against upstreams that fail in that way.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::time::Duration;

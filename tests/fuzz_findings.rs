@@ -4,6 +4,16 @@
 //! upstreams and asserts the *intended* behaviour, so a test here that fails
 //! names a defect still open.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::net::SocketAddr;

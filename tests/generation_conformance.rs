@@ -30,6 +30,16 @@
 //! after another so that metric deltas and the capture list belong to the
 //! case at hand; failures are collected under the case's name.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,6 +1,16 @@
 //! Inspection around the checks themselves: the capture store's bounds,
 //! what reaches logs and metrics, and which responses are read whole.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use support::*;

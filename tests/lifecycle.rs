@@ -1,6 +1,16 @@
 //! The process around the proxy: configuration, admin endpoints, connection
 //! limits and the graceful drain.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::process::Command;

@@ -1,6 +1,16 @@
 //! Generation, streamed and not: each event checked as it passes, the stream
 //! kept live, faults ending it with an error event in its own format.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use std::sync::Arc;

@@ -3,6 +3,16 @@
 //! same finishing step (`server/finish.rs`), so they must report alike:
 //! the same metrics, the same log fields, the same capture.
 
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
 mod support;
 
 use serde_json::{json, Value};

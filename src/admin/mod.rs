@@ -32,7 +32,7 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves the admin endpoints until the process exits; it outlives the proxy
 /// listener during a drain so that `/readyz` can say 503.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     ready: Arc<AtomicBool>,
     metrics: PrometheusHandle,

@@ -19,31 +19,31 @@ use crate::violation::Violation;
 
 /// Where an endpoint's inputs and vectors are.
 #[derive(Debug, Clone, Copy)]
-pub struct BatchSpec {
+pub(crate) struct BatchSpec {
     /// The request members that may hold the inputs; the first present is split.
-    pub inputs: &'static [&'static str],
-    pub vectors: Vectors,
+    pub(crate) inputs: &'static [&'static str],
+    pub(crate) vectors: Vectors,
 }
 
 /// Where the vectors of a response are, as data: adding a provider adds a
 /// value, not a case to the stitching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Vectors {
+pub(crate) struct Vectors {
     /// The root member holding the list (`""`: the body is the list).
-    pub list: &'static str,
+    pub(crate) list: &'static str,
     /// What each item of the list is.
-    pub item: Item,
+    pub(crate) item: Item,
     /// The list may instead be an object of lists, one per embedding type
     /// (Cohere's `embedding_types`).
-    pub by_type: bool,
+    pub(crate) by_type: bool,
     /// Root lists echoed one entry per input, stitched like the vectors
     /// (Cohere's `texts`).
-    pub echoed: &'static [&'static str],
+    pub(crate) echoed: &'static [&'static str],
 }
 
 /// What one item of a vector list is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Item {
+pub(crate) enum Item {
     /// The vector itself (an array of numbers, or base64).
     Vector,
     /// An object holding its vector in `vector` and, if any, its position
@@ -56,7 +56,7 @@ pub enum Item {
 
 impl Vectors {
     /// OpenAI's `data: [{index, embedding}]` (also Jina, Voyage, TEI's `/v1`).
-    pub const OPENAI_DATA: Vectors = Vectors {
+    pub(crate) const OPENAI_DATA: Vectors = Vectors {
         list: "data",
         item: Item::Object {
             vector: "embedding",
@@ -72,7 +72,7 @@ impl Vectors {
 /// changed: every other member keeps its exact text (a `seed` beyond f64,
 /// key order, spacing), and each input keeps its text too (a lone
 /// surrogate escape included).
-pub fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
+pub(crate) fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
     let (_, Some(request)) = Json::parse_document(body).ok()? else {
         return None;
     };
@@ -102,7 +102,7 @@ pub fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
 /// The capture of a chunked exchange: every chunk's verbatim answer, in
 /// input order, as one JSON document:
 /// `{"chunks": [{"status": 200, "headers": {...}, "body": "..."}]}`.
-pub fn capture_body(answers: &[(StatusCode, &Part)]) -> Bytes {
+pub(crate) fn capture_body(answers: &[(StatusCode, &Part)]) -> Bytes {
     let chunks: Vec<Value> = answers
         .iter()
         .map(|(status, part)| {
@@ -122,17 +122,17 @@ pub fn capture_body(answers: &[(StatusCode, &Part)]) -> Bytes {
 }
 
 /// One chunk's checked answer.
-pub struct Part {
-    pub headers: HeaderMap,
-    pub body: Bytes,
+pub(crate) struct Part {
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 /// The stitched response.
-pub struct Stitched {
-    pub body: Bytes,
-    pub headers: HeaderMap,
+pub(crate) struct Stitched {
+    pub(crate) body: Bytes,
+    pub(crate) headers: HeaderMap,
     /// Stitched pointers that became `null` (and `header:<name>` removed).
-    pub nulled: Vec<String>,
+    pub(crate) nulled: Vec<String>,
 }
 
 /// A chunk's parsed answer: its root, and the root's members.
@@ -148,7 +148,7 @@ fn mismatch(message: String) -> Violation {
 /// Joins checked chunk answers into the first chunk's shape: the vectors
 /// (and echoed lists) concatenated in input order with their exact text,
 /// the figures summed honestly, every other member the first chunk's.
-pub fn stitch(
+pub(crate) fn stitch(
     parts: &[&Part],
     spec: &BatchSpec,
     table: &[Figure],

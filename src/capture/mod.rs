@@ -17,7 +17,7 @@ use crate::config::CaptureConfig;
 
 /// Why a response was captured.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Malformed figures were nulled; these are the pointers.
     Normalized(Vec<String>),
     /// A payload invariant was broken.
@@ -33,21 +33,21 @@ pub enum Outcome {
 
 /// One captured exchange.
 #[derive(Debug)]
-pub struct Capture {
-    pub request_id: String,
-    pub time: SystemTime,
-    pub route: Arc<str>,
+pub(crate) struct Capture {
+    pub(crate) request_id: String,
+    pub(crate) time: SystemTime,
+    pub(crate) route: Arc<str>,
     /// The path sent upstream.
-    pub endpoint: String,
-    pub outcome: Outcome,
-    pub status: StatusCode,
-    pub headers: HeaderMap,
+    pub(crate) endpoint: String,
+    pub(crate) outcome: Outcome,
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
     /// `None` when the body alone was over `max_bytes`.
-    pub body: Option<Bytes>,
-    pub body_bytes: usize,
+    pub(crate) body: Option<Bytes>,
+    pub(crate) body_bytes: usize,
 }
 
-pub struct CaptureStore {
+pub(crate) struct CaptureStore {
     config: CaptureConfig,
     entries: Mutex<Entries>,
 }
@@ -59,19 +59,19 @@ struct Entries {
 }
 
 impl CaptureStore {
-    pub fn new(config: CaptureConfig) -> Self {
+    pub(crate) fn new(config: CaptureConfig) -> Self {
         Self {
             config,
             entries: Mutex::new(Entries::default()),
         }
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.config.enabled && self.config.max_entries > 0
     }
 
     /// Keeps a capture, evicting the oldest to stay within bounds.
-    pub fn keep(&self, mut capture: Capture) {
+    pub(crate) fn keep(&self, mut capture: Capture) {
         if !self.enabled() {
             return;
         }
@@ -96,7 +96,7 @@ impl CaptureStore {
     }
 
     /// Every capture, the newest first.
-    pub fn list(&self) -> Vec<Arc<Capture>> {
+    pub(crate) fn list(&self) -> Vec<Arc<Capture>> {
         match self.entries.lock() {
             Ok(entries) => entries.list.iter().rev().cloned().collect(),
             Err(_) => Vec::new(),
@@ -104,7 +104,7 @@ impl CaptureStore {
     }
 
     /// The newest capture of a request id.
-    pub fn get(&self, request_id: &str) -> Option<Arc<Capture>> {
+    pub(crate) fn get(&self, request_id: &str) -> Option<Arc<Capture>> {
         let entries = self.entries.lock().ok()?;
         entries
             .list
@@ -116,7 +116,7 @@ impl CaptureStore {
 }
 
 /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:45:03.120Z`.
-pub fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rest) = (secs / 86_400, secs % 86_400);

@@ -16,11 +16,14 @@ use super::{CaptureConfig, Config, RouteConfig, ServerConfig};
 /// One thing wrong with a configuration, at a key path such as `routes[2].upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The key path, e.g. `routes[2].upstream`.
     pub path: String,
+    /// What is wrong and what is expected.
     pub message: String,
 }
 
 impl Problem {
+    /// A problem at a key path.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),

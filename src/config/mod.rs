@@ -20,8 +20,11 @@ pub const DEFAULT_TOML: &str = include_str!("../../config/probity.toml");
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// `[server]`.
     pub server: ServerConfig,
+    /// `[[routes]]`, tried by longest prefix.
     pub routes: Vec<RouteConfig>,
+    /// `[capture]`.
     pub capture: CaptureConfig,
 }
 
@@ -33,9 +36,13 @@ pub struct ServerConfig {
     pub listen: String,
     /// Metrics, health and captures; never the proxy port.
     pub admin_listen: String,
+    /// The largest request body read (the body probity must hold).
     pub max_request_bytes: u64,
+    /// Connections served at once; more are answered 503.
     pub max_connections: u64,
+    /// How long a client may take to send its request head.
     pub header_read_timeout_ms: u64,
+    /// How long requests in flight may take to finish on shutdown.
     pub drain_timeout_ms: u64,
 }
 
@@ -57,7 +64,9 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CaptureConfig {
+    /// Whether rewritten and rejected exchanges are kept at all.
     pub enabled: bool,
+    /// The most exchanges kept; the oldest go first.
     pub max_entries: u64,
     /// The total of the bodies kept; a single larger body is listed, not kept.
     pub max_bytes: u64,
@@ -89,11 +98,13 @@ pub struct RouteConfig {
     pub dialect: Option<String>,
     /// The environment variable holding the provider credential.
     pub api_key_env: Option<String>,
+    /// How long opening a connection to the upstream may take.
     pub connect_timeout_ms: u64,
     /// Whole response for a non-streaming call; first byte for a stream.
     pub timeout_ms: u64,
     /// Longest silence inside a streaming response.
     pub idle_timeout_ms: u64,
+    /// The largest upstream response read or relayed.
     pub max_response_bytes: u64,
     /// `[routes.contract]`: what a usable answer is, beyond a schema.
     pub contract: Option<ContractConfig>,
@@ -114,17 +125,20 @@ pub const DEFAULT_DEGRADED: &str =
 pub struct ContractConfig {
     /// The `task` label on `probity_model_invalid_output_total`.
     pub task: String,
+    /// `annotate` (default) or `degrade`.
     pub on_invalid: OnInvalid,
     /// JSON pointers of the answer's free-text fields.
     pub prose: Vec<String>,
     /// Prose shorter than this (trimmed, in characters) carries no meaning.
     pub min_chars: usize,
+    /// Prose longer than this is `too_long`.
     pub max_chars: usize,
     /// Added to the built-in placeholders.
     pub placeholders: Vec<String>,
     /// The answer that replaces an invalid one with `on_invalid = "degrade"`;
     /// `{reason}` becomes the reason sentence.
     pub degraded: String,
+    /// `[routes.contract.citations]`: grounding in the supplied sources.
     pub citations: Option<CitationsConfig>,
 }
 

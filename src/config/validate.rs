@@ -11,7 +11,9 @@ use super::{Config, ContractConfig, Problem, RouteConfig};
 /// An upstream URL taken apart: what forwarding needs to build each request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamUrl {
+    /// `http` or `https`.
     pub scheme: Scheme,
+    /// Host and port.
     pub authority: Authority,
     /// The base path without a trailing slash: `""` or `/v1`.
     pub base_path: String,

@@ -22,10 +22,11 @@ use serde_json::Value;
 
 use crate::config::{ContractConfig, OnInvalid};
 use crate::json::Json;
-pub use schema::{Compiled, SchemaCache};
+pub(crate) use schema::Compiled;
+pub use schema::SchemaCache;
 
 /// Why an answer is unusable: the `reason` label, a fixed set.
-pub const REASONS: &[&str] = &[
+pub(crate) const REASONS: &[&str] = &[
     "invalid_json",
     "schema_violation",
     "enum_violation",
@@ -72,33 +73,34 @@ pub enum Requested {
 
 /// One answer of a response, as the dialect found it.
 #[derive(Debug, Clone, Copy)]
-pub struct Answer<'a> {
+pub(crate) struct Answer<'a> {
     /// The model's content: a JSON string holding the text, or (a forced
     /// Anthropic tool's `input`) the JSON value itself. `None`: no content.
-    pub content: Option<Json<'a>>,
+    pub(crate) content: Option<Json<'a>>,
     /// The model stopped on the length limit.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// The model refused (OpenAI `refusal`).
-    pub refusal: bool,
+    pub(crate) refusal: bool,
 }
 
 /// What a dialect knows of an endpoint's answers: where the contract and
 /// the prompt are in a request, and where the answers are in a response.
-pub struct OutputSpec {
+pub(crate) struct OutputSpec {
     /// The `task` label when the route configures none.
-    pub task: &'static str,
-    pub requested: fn(&crate::json::Object<'_>) -> Requested,
-    pub prompt: fn(&crate::json::Object<'_>) -> Option<String>,
+    pub(crate) task: &'static str,
+    pub(crate) requested: fn(&crate::json::Object<'_>) -> Requested,
+    pub(crate) prompt: fn(&crate::json::Object<'_>) -> Option<String>,
     /// The answers of a response (the request says which tool was forced).
-    pub answers: for<'a> fn(&crate::json::Object<'_>, &crate::json::Object<'a>) -> Vec<Answer<'a>>,
+    pub(crate) answers:
+        for<'a> fn(&crate::json::Object<'_>, &crate::json::Object<'a>) -> Vec<Answer<'a>>,
 }
 
 /// An answer gathered from a stream's deltas.
 #[derive(Debug, Default, Clone)]
-pub struct StreamedAnswer {
-    pub text: String,
-    pub truncated: bool,
-    pub refusal: bool,
+pub(crate) struct StreamedAnswer {
+    pub(crate) text: String,
+    pub(crate) truncated: bool,
+    pub(crate) refusal: bool,
 }
 
 impl StreamedAnswer {
@@ -106,7 +108,7 @@ impl StreamedAnswer {
     /// verdict (`invalid_json` for a sound answer). It needs no bound of its
     /// own: the stream it comes from is bounded by the route's
     /// `max_response_bytes`, and only streams under a contract gather one.
-    pub fn push(&mut self, text: &str) {
+    pub(crate) fn push(&mut self, text: &str) {
         self.text.push_str(text);
     }
 }
@@ -114,11 +116,11 @@ impl StreamedAnswer {
 /// A contract in force for one request.
 pub struct Contract {
     /// The `task` label.
-    pub task: Cow<'static, str>,
-    pub config: Option<Arc<ContractConfig>>,
-    pub schema: Option<Arc<Compiled>>,
+    pub(crate) task: Cow<'static, str>,
+    pub(crate) config: Option<Arc<ContractConfig>>,
+    pub(crate) schema: Option<Arc<Compiled>>,
     /// The sources the app supplied in its prompt document: `(id, text)`.
-    pub sources: Vec<(String, String)>,
+    pub(crate) sources: Vec<(String, String)>,
 }
 
 /// The verdict on a response's answers.
@@ -131,6 +133,7 @@ pub struct OutputVerdict {
 }
 
 impl OutputVerdict {
+    /// No reason was found.
     pub fn valid(&self) -> bool {
         self.reasons.is_empty()
     }
@@ -156,7 +159,7 @@ impl OutputVerdict {
     }
 
     /// `model output rejected: <first finding>[; <next>...]`.
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         format!("model output rejected: {}", self.sentences.join("; "))
     }
 }
@@ -191,14 +194,14 @@ impl Contract {
         })
     }
 
-    pub fn degrades(&self) -> bool {
+    pub(crate) fn degrades(&self) -> bool {
         self.config
             .as_ref()
             .is_some_and(|c| c.on_invalid == OnInvalid::Degrade)
     }
 
     /// The degraded answer with the reason sentence filled in: JSON text.
-    pub fn degraded(&self, verdict: &OutputVerdict) -> String {
+    pub(crate) fn degraded(&self, verdict: &OutputVerdict) -> String {
         let template = self
             .config
             .as_ref()
@@ -209,7 +212,7 @@ impl Contract {
     }
 
     /// Judges every answer; the verdict gathers all their reasons.
-    pub fn judge(&self, answers: &[Answer<'_>]) -> OutputVerdict {
+    pub(crate) fn judge(&self, answers: &[Answer<'_>]) -> OutputVerdict {
         let mut verdict = OutputVerdict::default();
         if answers.is_empty() {
             verdict.add("invalid_json", "the response holds no answer".into());
@@ -406,8 +409,9 @@ fn free_strings<'v>(value: &'v Value, schema: Option<&Compiled>, out: &mut Vec<&
                 sub.get(*k)
                     .and_then(Value::as_array)
                     .filter(|a| a.len() == 1)
+                    .and_then(|a| a.first())
             }) {
-                sub = &only[0];
+                sub = only;
             } else {
                 break;
             }

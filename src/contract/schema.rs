@@ -12,19 +12,19 @@ use serde_json::Value;
 use super::OutputVerdict;
 
 /// A compiled schema and what the free-text checks need from it.
-pub struct Compiled {
+pub(crate) struct Compiled {
     validator: Validator,
     schema: Value,
     property_names: Vec<String>,
 }
 
 impl Compiled {
-    pub fn schema(&self) -> &Value {
+    pub(crate) fn schema(&self) -> &Value {
         &self.schema
     }
 
     /// Every property name the schema declares, at any depth.
-    pub fn property_names(&self) -> &[String] {
+    pub(crate) fn property_names(&self) -> &[String] {
         &self.property_names
     }
 
@@ -67,6 +67,7 @@ struct Entries {
 }
 
 impl SchemaCache {
+    /// A cache of at most `capacity` compiled schemas.
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
@@ -76,7 +77,7 @@ impl SchemaCache {
 
     /// The compiled schema; `None` for a schema that does not compile (the
     /// provider will refuse the request; it is not the model's fault).
-    pub fn get(&self, schema: &Value) -> Option<Arc<Compiled>> {
+    pub(crate) fn get(&self, schema: &Value) -> Option<Arc<Compiled>> {
         let mut hasher = DefaultHasher::new();
         // serde_json's maps are sorted: equal schemas print equally.
         schema.to_string().hash(&mut hasher);

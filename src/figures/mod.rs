@@ -21,7 +21,7 @@ use crate::json::{Json, Object};
 
 /// The type and domain a figure must fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Domain {
+pub(crate) enum Domain {
     /// A non-negative integer written as one: token counts, nanoseconds.
     Count,
     /// A non-negative finite number: Cohere types its `meta` figures as numbers.
@@ -32,18 +32,18 @@ pub enum Domain {
 
 /// One ancillary figure in a dialect's table.
 #[derive(Debug, Clone, Copy)]
-pub struct Figure {
+pub(crate) struct Figure {
     /// A JSON pointer into the response body, e.g. `/usage/prompt_tokens`;
     /// a last segment `*` stands for every member of that record (the
     /// `figure` label stays the wildcard, so it is bounded).
-    pub pointer: &'static str,
-    pub domain: Domain,
+    pub(crate) pointer: &'static str,
+    pub(crate) domain: Domain,
     /// The `kind` label on `probity_tokens_total` when this counts tokens.
-    pub tokens: Option<&'static str>,
+    pub(crate) tokens: Option<&'static str>,
 }
 
 impl Figure {
-    pub const fn count(pointer: &'static str) -> Self {
+    pub(crate) const fn count(pointer: &'static str) -> Self {
         Self {
             pointer,
             domain: Domain::Count,
@@ -51,7 +51,7 @@ impl Figure {
         }
     }
 
-    pub const fn number(pointer: &'static str) -> Self {
+    pub(crate) const fn number(pointer: &'static str) -> Self {
         Self {
             pointer,
             domain: Domain::Number,
@@ -59,7 +59,7 @@ impl Figure {
         }
     }
 
-    pub const fn id(pointer: &'static str) -> Self {
+    pub(crate) const fn id(pointer: &'static str) -> Self {
         Self {
             pointer,
             domain: Domain::Id,
@@ -68,13 +68,13 @@ impl Figure {
     }
 
     /// Marks the figure as a token count of this kind.
-    pub const fn tokens(mut self, kind: &'static str) -> Self {
+    pub(crate) const fn tokens(mut self, kind: &'static str) -> Self {
         self.tokens = Some(kind);
         self
     }
 
     /// The pointer of the record holding this figure (`""` for the root).
-    pub fn record(&self) -> &'static str {
+    pub(crate) fn record(&self) -> &'static str {
         &self.pointer[..self.pointer.rfind('/').unwrap_or(0)]
     }
 
@@ -86,11 +86,11 @@ impl Figure {
 /// A figure sent as a response header (TEI's `x-compute-*` family): a
 /// non-negative integer in ASCII digits. Made with [`header_figure!`].
 #[derive(Debug, Clone, Copy)]
-pub struct HeaderFigure {
-    pub name: &'static str,
+pub(crate) struct HeaderFigure {
+    pub(crate) name: &'static str,
     /// `header:<name>`: its `figure` label and its `probity-normalized` entry.
-    pub label: &'static str,
-    pub tokens: Option<&'static str>,
+    pub(crate) label: &'static str,
+    pub(crate) tokens: Option<&'static str>,
 }
 
 /// A [`HeaderFigure`] of this header name, optionally a token count of a kind.
@@ -114,22 +114,22 @@ macro_rules! header_figure {
 
 /// What judging a response's figures found.
 #[derive(Debug, Default, PartialEq)]
-pub struct Judgement {
+pub(crate) struct Judgement {
     /// Byte ranges of the body to replace with `null`, sorted, disjoint.
-    pub nulls: Vec<Range<usize>>,
+    pub(crate) nulls: Vec<Range<usize>>,
     /// The `probity-normalized` list: malformed figures in table order, then
     /// the records that collapsed, then `header:<name>` for removed headers.
-    pub pointers: Vec<String>,
+    pub(crate) pointers: Vec<String>,
     /// The `figure` labels to count, one per malformed figure or record.
-    pub malformed: Vec<&'static str>,
+    pub(crate) malformed: Vec<&'static str>,
     /// Headers to remove from the response.
-    pub removed_headers: Vec<&'static str>,
+    pub(crate) removed_headers: Vec<&'static str>,
     /// Well-formed token counts, by kind: the only figures metrics may see.
-    pub tokens: Vec<(&'static str, u64)>,
+    pub(crate) tokens: Vec<(&'static str, u64)>,
 }
 
 impl Judgement {
-    pub fn is_clean(&self) -> bool {
+    pub(crate) fn is_clean(&self) -> bool {
         self.pointers.is_empty()
     }
 }
@@ -161,7 +161,7 @@ enum Record<'a> {
 
 /// Judges the body figures of `table` in a response whose root object is
 /// `root`, borrowed from `body`.
-pub fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
+pub(crate) fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
     let records = records(root, table, body);
     let entries = entries(root, table, &records);
     // Every figure on its own.
@@ -341,7 +341,11 @@ fn find_record<'a>(root: &Object<'a>, pointer: &str, body: &[u8]) -> Record<'a> 
 }
 
 /// Judges header figures; malformed ones are to be removed.
-pub fn judge_headers(headers: &HeaderMap, table: &[HeaderFigure], judgement: &mut Judgement) {
+pub(crate) fn judge_headers(
+    headers: &HeaderMap,
+    table: &[HeaderFigure],
+    judgement: &mut Judgement,
+) {
     for figure in table {
         let mut values = headers.get_all(figure.name).iter();
         let Some(first) = values.next() else { continue };
@@ -394,14 +398,14 @@ fn escape_token(key: &str) -> Cow<'_, str> {
 
 /// The longest `probity-normalized` list: HTTP clients cap a header line
 /// (Python's `http.client` at 64 KiB, many proxies at 8 KiB).
-pub const LIST_LIMIT: usize = 4096;
+pub(crate) const LIST_LIMIT: usize = 4096;
 
 /// The `probity-normalized` list for a header or an SSE comment: pointers
 /// comma-separated, each in its URI-fragment form (RFC 6901 §6: bytes
 /// outside visible ASCII, and `%`, `,`, `;`, percent-encoded, so the list
 /// stays one unambiguous line), at most [`LIST_LIMIT`] bytes: the first
 /// pointers, then `;+N more`. The capture keeps the full list.
-pub fn normalized_list(pointers: &[String]) -> String {
+pub(crate) fn normalized_list(pointers: &[String]) -> String {
     let mut out = String::new();
     for (shown, pointer) in pointers.iter().enumerate() {
         let mut encoded = String::with_capacity(pointer.len());

@@ -7,7 +7,7 @@ use http::header::{
 use http::HeaderMap;
 
 /// The request id, kept from the client or generated, sent both ways.
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Removes the hop-by-hop headers of RFC 9110 §7.6.1: `Connection` and every
 /// header it names, `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`,

@@ -28,13 +28,14 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
 
-pub use headers::{remove_hop_by_hop, X_REQUEST_ID};
-pub use relay::Relay;
+pub use headers::remove_hop_by_hop;
+pub(crate) use headers::X_REQUEST_ID;
+pub(crate) use relay::Relay;
 
 /// Why an upstream exchange failed. Each variant is one row of the error
 /// table and one `kind` of `probity_upstream_errors_total`.
 #[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
+pub(crate) enum ForwardError {
     #[error("cannot reach upstream {upstream}: {cause}")]
     Unreachable {
         upstream: String,
@@ -57,7 +58,7 @@ pub enum ForwardError {
 
 impl ForwardError {
     /// The `kind` label of `probity_upstream_errors_total`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ForwardError::Unreachable { .. } => "unreachable",
             ForwardError::Timeout { .. } => "timeout",
@@ -71,32 +72,32 @@ type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// How long and how much an upstream exchange may take.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The whole call, to the last byte of a whole response or the first of
     /// a stream (`timeout_ms`).
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Silence inside a stream (`idle_timeout_ms`).
-    pub idle_timeout: Duration,
-    pub max_response_bytes: u64,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) max_response_bytes: u64,
 }
 
 /// A route's upstream: where it is, a pool of keep-alive connections to it,
 /// its limits, its credential, and what to tell a user who cannot reach it
 /// (all resolved when the routes are built).
-pub struct Upstream {
+pub(crate) struct Upstream {
     url: UpstreamUrl,
     /// The URL as configured, for messages and logs (it never holds credentials).
-    pub display: String,
+    pub(crate) display: String,
     client: HttpClient,
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// The configured provider credential, when its variable was set.
-    pub credential: Option<Credential>,
+    pub(crate) credential: Option<Credential>,
     /// The remedy named in `upstream_unreachable` errors.
-    pub hint: &'static str,
+    pub(crate) hint: &'static str,
 }
 
 impl Upstream {
-    pub fn new(
+    pub(crate) fn new(
         url: UpstreamUrl,
         display: String,
         connect_timeout: Duration,
@@ -132,7 +133,7 @@ impl Upstream {
     /// The upstream URI for a request: scheme and host from the route alone,
     /// then the base path, the rest of the client's path, and its query.
     /// The path a request is sent to upstream: the base path, then `rest`.
-    pub fn path(&self, rest: &str) -> String {
+    pub(crate) fn path(&self, rest: &str) -> String {
         let path = format!("{}{rest}", self.url.base_path);
         if path.is_empty() {
             "/".into()
@@ -163,14 +164,14 @@ impl Upstream {
 /// A configured provider credential: the header that presents it, the
 /// headers set beside it when the client did not, and every header any
 /// provider takes a credential in, which the client's own is removed from.
-pub struct Credential {
+pub(crate) struct Credential {
     header: (HeaderName, HeaderValue),
     defaults: &'static [(&'static str, &'static str)],
     replaces: Vec<HeaderName>,
 }
 
 impl Credential {
-    pub fn new(
+    pub(crate) fn new(
         name: HeaderName,
         value: &str,
         defaults: &'static [(&'static str, &'static str)],
@@ -202,7 +203,7 @@ impl Credential {
 
 /// The upstream request for a client request, `rest` being its path after
 /// the route prefix.
-pub fn upstream_request(
+pub(crate) fn upstream_request(
     upstream: &Upstream,
     client: &request::Parts,
     rest: &str,
@@ -237,7 +238,7 @@ pub fn upstream_request(
 }
 
 /// The upstream's response, read whole or ready to relay.
-pub enum Fetched {
+pub(crate) enum Fetched {
     Whole(response::Parts, Bytes),
     Stream(response::Parts, Relay),
 }
@@ -246,7 +247,7 @@ pub enum Fetched {
 /// sent: what the request asked for decides how an inspected response is
 /// judged, never the upstream's `content-type` alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reading {
+pub(crate) enum Reading {
     /// Not inspected: streams (by media type) relayed live, documents whole.
     ByMedia,
     /// A JSON document was asked: a 2xx answer is read whole (within
@@ -260,7 +261,7 @@ pub enum Reading {
 
 /// Sends the request and fetches the response within the route's limits,
 /// read as `reading` says.
-pub async fn fetch(
+pub(crate) async fn fetch(
     upstream: &Upstream,
     request: Request<Full<Bytes>>,
     reading: Reading,

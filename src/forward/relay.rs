@@ -19,7 +19,7 @@ use tokio::time::{sleep_until, timeout_at, Instant, Sleep};
 
 use super::{ForwardError, Upstream};
 
-pub struct Relay {
+pub(crate) struct Relay {
     /// The first data frame, read before the status line went out.
     first: Option<Bytes>,
     body: Incoming,

@@ -14,7 +14,7 @@ mod jina;
 mod ollama;
 mod openai;
 mod passthrough;
-pub mod stream;
+pub(crate) mod stream;
 mod tei;
 mod voyage;
 
@@ -84,14 +84,18 @@ pub trait Dialect: Send + Sync {
 /// the key, the headers set beside it when the client did not send them,
 /// and other headers a client may carry a key for this provider in.
 pub struct CredentialSpec {
+    /// The header that carries the key.
     pub header: &'static str,
+    /// The text before the key (`Bearer `).
     pub prefix: &'static str,
+    /// Headers set beside the key when the client did not send them.
     pub defaults: &'static [(&'static str, &'static str)],
+    /// Other headers a client may carry a key for this provider in.
     pub also: &'static [&'static str],
 }
 
 /// `Authorization: Bearer <key>`; Azure OpenAI's clients send `api-key`.
-pub const BEARER: CredentialSpec = CredentialSpec {
+pub(crate) const BEARER: CredentialSpec = CredentialSpec {
     header: "authorization",
     prefix: "Bearer ",
     defaults: &[],
@@ -100,7 +104,7 @@ pub const BEARER: CredentialSpec = CredentialSpec {
 
 /// Every header any dialect takes a credential in: a client's own key is
 /// removed from all of them when the route injects its configured one.
-pub fn credential_headers() -> Vec<HeaderName> {
+pub(crate) fn credential_headers() -> Vec<HeaderName> {
     let mut names: Vec<HeaderName> = Vec::new();
     for dialect in DIALECTS {
         let spec = dialect.credential();
@@ -117,25 +121,25 @@ pub fn credential_headers() -> Vec<HeaderName> {
 /// One checked endpoint of a dialect: its payload check and its figures.
 pub struct Endpoint {
     /// Checks the payload against what the request asked for.
-    pub check: fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>,
+    pub(crate) check: fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>,
     /// The ancillary figures in the body.
-    pub figures: &'static [Figure],
+    pub(crate) figures: &'static [Figure],
     /// The ancillary figures sent as response headers.
-    pub header_figures: &'static [HeaderFigure],
+    pub(crate) header_figures: &'static [HeaderFigure],
     /// How a streamed answer of this endpoint is judged, event by event.
-    pub stream: Option<StreamSpec>,
+    pub(crate) stream: Option<StreamSpec>,
     /// Where the model's answers are, for output contracts.
-    pub output: Option<OutputSpec>,
+    pub(crate) output: Option<OutputSpec>,
     /// Where the inputs and vectors are, for splitting large batches.
-    pub batch: Option<BatchSpec>,
+    pub(crate) batch: Option<BatchSpec>,
 }
 
 /// A streamed endpoint: whether a request asks for a stream, its framing,
 /// and a judge made from the request.
-pub struct StreamSpec {
-    pub asked: fn(&Object<'_>) -> bool,
-    pub framing: Framing,
-    pub start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
+pub(crate) struct StreamSpec {
+    pub(crate) asked: fn(&Object<'_>) -> bool,
+    pub(crate) framing: Framing,
+    pub(crate) start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
 }
 
 /// `"stream": true` asks for a stream (OpenAI, Anthropic); absent is no.
@@ -146,7 +150,7 @@ pub(crate) fn stream_true(request: &Object<'_>) -> bool {
 /// What a request to an inspected endpoint asked for: this, not the
 /// upstream's `content-type`, decides how its answer is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Asked {
+pub(crate) enum Asked {
     /// One JSON document.
     Document,
     /// A stream of events in the endpoint's framing.
@@ -157,7 +161,7 @@ pub enum Asked {
 
 impl Endpoint {
     /// What `request_body` asks this endpoint for.
-    pub fn asked(&self, request_body: &[u8]) -> Asked {
+    pub(crate) fn asked(&self, request_body: &[u8]) -> Asked {
         let Some(spec) = &self.stream else {
             return Asked::Document;
         };
@@ -180,17 +184,17 @@ pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
 
 /// A stream's framing, the judge of its events, and the output contract
 /// whose verdict is given at its end.
-pub struct StreamJudge {
-    pub framing: Framing,
-    pub check: Box<dyn EventCheck>,
-    pub contract: Option<Contract>,
+pub(crate) struct StreamJudge {
+    pub(crate) framing: Framing,
+    pub(crate) check: Box<dyn EventCheck>,
+    pub(crate) contract: Option<Contract>,
 }
 
 /// The judge of a 2xx streamed answer to `endpoint`; `Err` carries the
 /// reason it cannot be judged (counted on `probity_uninspected_total`).
 /// The framing is the endpoint's, whatever `content-type` the upstream
 /// sent.
-pub fn stream_judge(
+pub(crate) fn stream_judge(
     endpoint: &Endpoint,
     request_body: &[u8],
     contracts: &Contracts<'_>,
@@ -220,15 +224,15 @@ pub fn stream_judge(
 }
 
 /// A parsed response body, as checks see it.
-pub struct Response<'a> {
-    pub root: Json<'a>,
+pub(crate) struct Response<'a> {
+    pub(crate) root: Json<'a>,
     /// The root's members, when the root is an object (parsed once).
-    pub object: Option<Object<'a>>,
+    pub(crate) object: Option<Object<'a>>,
 }
 
 impl<'a> Response<'a> {
     /// The root object, or the violation for a body that is not one.
-    pub fn object(&self) -> Result<&Object<'a>, Fault> {
+    pub(crate) fn object(&self) -> Result<&Object<'a>, Fault> {
         self.object.as_ref().ok_or_else(|| {
             Fault::Invalid(Violation {
                 invariant: "payload_missing",
@@ -240,16 +244,23 @@ impl<'a> Response<'a> {
 
 /// A complete exchange, as inspection sees it: borrowed, never copied.
 pub struct Exchange<'a> {
+    /// The client's method: only a POST is inspected.
     pub method: &'a Method,
+    /// The client's request body: what the response must answer.
     pub request_body: &'a Bytes,
+    /// The upstream's status: only a 2xx is inspected.
     pub status: StatusCode,
+    /// The upstream's headers (header figures).
     pub response_headers: &'a HeaderMap,
+    /// The upstream's whole body.
     pub response_body: &'a Bytes,
 }
 
 /// The route's part in output contracts, handed to inspection.
 pub struct Contracts<'a> {
+    /// The route's `[routes.contract]`, if any.
     pub config: Option<&'a Arc<ContractConfig>>,
+    /// Where compiled schemas are kept.
     pub cache: &'a SchemaCache,
 }
 
@@ -271,22 +282,20 @@ pub enum Verdict {
 pub struct Checked {
     /// The body to send instead of the upstream's: malformed figures
     /// nulled, an invalid answer degraded. `None`: the bytes as they came.
-    pub body: Option<Bytes>,
-    pub judgement: Judgement,
+    pub(crate) body: Option<Bytes>,
+    pub(crate) judgement: Judgement,
     /// The output contract's verdict, when one applies.
-    pub output: Option<Output>,
+    pub(crate) output: Option<Output>,
     /// Why the payload could not be checked against the request (the
     /// request was unreadable): its syntax and figures still were.
-    pub uninspected: Option<&'static str>,
+    pub(crate) uninspected: Option<&'static str>,
 }
 
 /// An output contract's verdict on a response.
 #[derive(Debug)]
-pub struct Output {
-    pub task: Cow<'static, str>,
-    pub verdict: OutputVerdict,
-    /// The answers were replaced by the degraded answer.
-    pub degraded: bool,
+pub(crate) struct Output {
+    pub(crate) task: Cow<'static, str>,
+    pub(crate) verdict: OutputVerdict,
 }
 
 /// Judges a complete response to one of a dialect's endpoints.
@@ -380,13 +389,16 @@ fn judge_output(
     Output {
         task: contract.task,
         verdict,
-        degraded,
     }
 }
 
 /// The well-formed token figures of a body and its headers (a stitched
 /// response's, whose figures are already sums of well-formed ones).
-pub fn tokens(endpoint: &Endpoint, body: &[u8], headers: &HeaderMap) -> Vec<(&'static str, u64)> {
+pub(crate) fn tokens(
+    endpoint: &Endpoint,
+    body: &[u8],
+    headers: &HeaderMap,
+) -> Vec<(&'static str, u64)> {
     let mut judgement = match Json::parse_document(body) {
         Ok((_, Some(object))) => figures::judge(body, &object, endpoint.figures),
         _ => Judgement::default(),

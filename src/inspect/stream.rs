@@ -15,7 +15,7 @@ use crate::violation::Violation;
 
 /// How a stream's events are delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub(crate) enum Framing {
     /// Server-sent events: lines, an event ended by a blank line; `data:`
     /// lines carry the payload, `event:` names it, `:` starts a comment.
     Sse,
@@ -25,20 +25,20 @@ pub enum Framing {
 
 /// One complete event.
 #[derive(Debug)]
-pub struct Event<'a> {
+pub(crate) struct Event<'a> {
     /// The event's bytes as received, terminator included.
-    pub raw: &'a [u8],
+    pub(crate) raw: &'a [u8],
     /// SSE: the `event:` field.
-    pub name: Option<&'a str>,
+    pub(crate) name: Option<&'a str>,
     /// The payload: SSE `data:` lines joined with `\n` (`None` when there is
     /// no data line: a comment or keep-alive); NDJSON: the line.
-    pub data: Option<Cow<'a, [u8]>>,
+    pub(crate) data: Option<Cow<'a, [u8]>>,
 }
 
 /// Finds the next complete event at the start of `buffer`: its length, or
 /// `None` when the rest is incomplete. `at_end`: no more bytes will come, so
 /// a `\r` at the very end is a whole line end, not half of `\r\n`.
-pub fn next_event(framing: Framing, buffer: &[u8], at_end: bool) -> Option<usize> {
+pub(crate) fn next_event(framing: Framing, buffer: &[u8], at_end: bool) -> Option<usize> {
     match framing {
         Framing::Ndjson => buffer.iter().position(|b| *b == b'\n').map(|i| i + 1),
         Framing::Sse => {
@@ -63,10 +63,10 @@ fn next_line(buffer: &[u8], start: usize, at_end: bool) -> Option<(usize, Range<
             .get(start..)?
             .iter()
             .position(|b| matches!(b, b'\r' | b'\n'))?;
-    let end = match (buffer[at], buffer.get(at + 1)) {
-        (b'\r', Some(b'\n')) => at + 2,
+    let end = match (buffer.get(at), buffer.get(at + 1)) {
+        (Some(b'\r'), Some(b'\n')) => at + 2,
         // A \r at the very end may be half of \r\n: wait, unless it is the end.
-        (b'\r', None) if !at_end => return None,
+        (Some(b'\r'), None) if !at_end => return None,
         _ => at + 1,
     };
     Some((at, at..end))
@@ -101,20 +101,20 @@ fn sse_lines(raw: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
 /// An SSE line's field name and the range of its value (one leading space
 /// dropped); `None` for a comment.
 fn sse_field(raw: &[u8], line: Range<usize>) -> Option<(&[u8], Range<usize>)> {
-    let text = &raw[line.clone()];
+    let text = raw.get(line.clone())?;
     match text.iter().position(|b| *b == b':') {
         Some(0) => None,
         Some(i) => {
             let value = line.start + i + 1;
             let value = value + usize::from(raw.get(value) == Some(&b' ') && value < line.end);
-            Some((&text[..i], value..line.end))
+            Some((text.get(..i)?, value..line.end))
         }
         None => Some((text, line.end..line.end)),
     }
 }
 
 /// Reads the fields of one complete event.
-pub fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
+pub(crate) fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
     match framing {
         Framing::Ndjson => {
             let line = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -133,7 +133,7 @@ pub fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
                 let Some((field, value)) = sse_field(raw, line) else {
                     continue; // a comment
                 };
-                let value = &raw[value];
+                let value = raw.get(value).unwrap_or_default();
                 match field {
                     b"event" => name = std::str::from_utf8(value).ok(),
                     b"data" => {
@@ -160,7 +160,7 @@ pub fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
 /// received: its other fields (`id:`, `retry:`, `event:`), comments, line
 /// endings, an unterminated last line. For SSE, `comment` goes first as a
 /// comment line ending the way the event's lines do.
-pub fn rewrite(
+pub(crate) fn rewrite(
     framing: Framing,
     raw: &[u8],
     nulls: &[Range<usize>],
@@ -173,9 +173,12 @@ pub fn rewrite(
         Framing::Sse => {
             if let Some(comment) = comment {
                 let eol = match raw.iter().position(|b| matches!(b, b'\r' | b'\n')) {
-                    Some(at) if raw[at] == b'\r' && raw.get(at + 1) == Some(&b'\n') => "\r\n",
-                    Some(at) if raw[at] == b'\r' => "\r",
-                    _ => "\n",
+                    Some(at) => match (raw.get(at), raw.get(at + 1)) {
+                        (Some(b'\r'), Some(b'\n')) => "\r\n",
+                        (Some(b'\r'), _) => "\r",
+                        _ => "\n",
+                    },
+                    None => "\n",
                 };
                 out.extend_from_slice(b": ");
                 out.extend_from_slice(comment.as_bytes());
@@ -213,7 +216,7 @@ pub fn rewrite(
 
 /// Writes an event carrying `data` in the stream's framing, keeping the
 /// event's name; for SSE, `comment` goes first as a comment line.
-pub fn write_event(
+pub(crate) fn write_event(
     framing: Framing,
     name: Option<&str>,
     data: &[u8],
@@ -248,7 +251,7 @@ pub fn write_event(
 }
 
 /// A dialect's judge of one stream, made per stream from its request.
-pub trait EventCheck: Send {
+pub(crate) trait EventCheck: Send {
     /// Judges one complete event: `Ok(None)` passes it as it came,
     /// `Ok(Some(judgement))` its figures (spans relative to `event.data`),
     /// `Err` a broken stream.

@@ -14,7 +14,7 @@ use crate::violation::Violation;
 
 /// Why a check did not produce a verdict on the payload.
 #[derive(Debug)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The payload is corrupt.
     Invalid(Violation),
     /// The request has a shape probity cannot read (the provider will reject
@@ -28,18 +28,18 @@ impl From<Violation> for Fault {
     }
 }
 
-pub fn violation(invariant: &'static str, message: String) -> Violation {
+pub(crate) fn violation(invariant: &'static str, message: String) -> Violation {
     Violation { invariant, message }
 }
 
 /// The reason label for a request whose fields cannot be read.
-pub const REQUEST_SHAPE: &str = "request_shape";
+pub(crate) const REQUEST_SHAPE: &str = "request_shape";
 
 // ------------------------------------------------------------------ request
 
 /// The number of inputs, counted the OpenAI way: a string is one input, an
 /// array its length, except that an array of token ids (`int[]`) is one.
-pub fn count_inputs(value: Option<Json<'_>>) -> Result<usize, Fault> {
+pub(crate) fn count_inputs(value: Option<Json<'_>>) -> Result<usize, Fault> {
     let value = value.ok_or(Fault::Uninspectable(REQUEST_SHAPE))?;
     match value.kind() {
         Kind::String => Ok(1),
@@ -55,7 +55,7 @@ pub fn count_inputs(value: Option<Json<'_>>) -> Result<usize, Fault> {
 }
 
 /// The length of an array member, e.g. `documents`.
-pub fn count_array(request: &Object<'_>, key: &str) -> Result<usize, Fault> {
+pub(crate) fn count_array(request: &Object<'_>, key: &str) -> Result<usize, Fault> {
     request
         .present(key)
         .and_then(|v| v.array())
@@ -64,7 +64,7 @@ pub fn count_array(request: &Object<'_>, key: &str) -> Result<usize, Fault> {
 }
 
 /// An optional non-negative integer member, e.g. `dimensions` or `top_n`.
-pub fn optional_count(request: &Object<'_>, key: &str) -> Result<Option<usize>, Fault> {
+pub(crate) fn optional_count(request: &Object<'_>, key: &str) -> Result<Option<usize>, Fault> {
     match request.present(key) {
         None => Ok(None),
         Some(value) => value
@@ -76,7 +76,7 @@ pub fn optional_count(request: &Object<'_>, key: &str) -> Result<Option<usize>, 
 }
 
 /// An optional boolean member with its default.
-pub fn flag(request: &Object<'_>, key: &str, default: bool) -> Result<bool, Fault> {
+pub(crate) fn flag(request: &Object<'_>, key: &str, default: bool) -> Result<bool, Fault> {
     match request.present(key) {
         None => Ok(default),
         Some(value) => value.boolean().ok_or(Fault::Uninspectable(REQUEST_SHAPE)),
@@ -84,7 +84,7 @@ pub fn flag(request: &Object<'_>, key: &str, default: bool) -> Result<bool, Faul
 }
 
 /// An optional string member.
-pub fn text<'a>(
+pub(crate) fn text<'a>(
     request: &Object<'a>,
     key: &str,
 ) -> Result<Option<std::borrow::Cow<'a, str>>, Fault> {
@@ -101,7 +101,7 @@ pub fn text<'a>(
 
 /// How a vector is written, and so how its dimension is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
+pub(crate) enum Form {
     /// An array of finite numbers.
     Float,
     /// An array of integers in a range (Cohere/Voyage int8, uint8 and the
@@ -114,14 +114,14 @@ pub enum Form {
     FloatOrBase64,
 }
 
-pub const INT8: Form = Form::Integer {
+pub(crate) const INT8: Form = Form::Integer {
     min: -128,
     max: 127,
 };
-pub const UINT8: Form = Form::Integer { min: 0, max: 255 };
+pub(crate) const UINT8: Form = Form::Integer { min: 0, max: 255 };
 
 /// The dimension of one vector, checking each element.
-pub fn dimension(
+pub(crate) fn dimension(
     vector: Json<'_>,
     form: Form,
     label: &dyn Fn() -> String,
@@ -171,16 +171,16 @@ pub fn dimension(
 
 /// What a list of vectors must hold.
 #[derive(Debug, Clone, Copy)]
-pub struct Expect {
+pub(crate) struct Expect {
     /// One vector per input.
-    pub count: usize,
+    pub(crate) count: usize,
     /// The dimension every vector must have, when the request fixed it.
-    pub dimension: Option<usize>,
+    pub(crate) dimension: Option<usize>,
 }
 
 /// Checks a list of vectors: one per input, each well formed, all of one
 /// dimension (the requested one, if any). Returns that dimension.
-pub fn vector_list(
+pub(crate) fn vector_list(
     name: &str,
     list: Option<Json<'_>>,
     expect: Expect,
@@ -203,7 +203,7 @@ pub fn vector_list(
     Ok(first)
 }
 
-pub fn count_matches(found: usize, inputs: usize) -> Result<(), Violation> {
+pub(crate) fn count_matches(found: usize, inputs: usize) -> Result<(), Violation> {
     if found == inputs {
         Ok(())
     } else {
@@ -249,7 +249,7 @@ fn same_dimension(
 
 /// The OpenAI embeddings payload: `data` holds one `{index, embedding}` item
 /// per input, each index in `0..n` exactly once.
-pub fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Result<(), Violation> {
+pub(crate) fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Result<(), Violation> {
     let items = root
         .present("data")
         .and_then(|d| d.objects())
@@ -266,7 +266,11 @@ pub fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Result<(), 
         })?;
         let index = item.present("index").and_then(|v| v.count());
         match index.and_then(|x| usize::try_from(x).ok()) {
-            Some(x) if x < seen.len() && !seen[x] => seen[x] = true,
+            Some(x) if seen.get(x) == Some(&false) => {
+                if let Some(slot) = seen.get_mut(x) {
+                    *slot = true;
+                }
+            }
             Some(x) if x < seen.len() => {
                 return Err(violation(
                     "embedding_index_invalid",
@@ -301,7 +305,7 @@ pub fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Result<(), 
 
 /// Checks `choices`: exactly `expected` objects, each `index` in
 /// `0..expected` once, each passing `each` (its own shape).
-pub fn choices(
+pub(crate) fn choices(
     root: &Object<'_>,
     expected: usize,
     what: &str,
@@ -335,7 +339,11 @@ pub fn choices(
             .and_then(|v| v.count())
             .map(|x| x as usize)
         {
-            Some(x) if x < expected && !seen[x] => seen[x] = true,
+            Some(x) if x < expected && seen.get(x) == Some(&false) => {
+                if let Some(slot) = seen.get_mut(x) {
+                    *slot = true;
+                }
+            }
             _ => {
                 return Err(violation(
                     "choice_index_invalid",
@@ -352,7 +360,7 @@ pub fn choices(
 }
 
 /// A member that must be present with a kind, else `payload_missing`.
-pub fn member<'a>(
+pub(crate) fn member<'a>(
     object: &Object<'a>,
     key: &str,
     kind: Kind,
@@ -385,7 +393,7 @@ pub fn member<'a>(
 
 /// How a result echoes its document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Echo {
+pub(crate) enum Echo {
     /// Not requested: whatever is there is not looked at.
     Unchecked,
     /// May be there; when it is, it has this form.
@@ -395,7 +403,7 @@ pub enum Echo {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Document {
+pub(crate) enum Document {
     /// `{"text": ...}` (Cohere v1, Jina, vLLM).
     Object,
     /// A plain string (Voyage, TEI's `text`).
@@ -404,22 +412,22 @@ pub enum Document {
 
 /// What a rerank response must hold.
 #[derive(Debug, Clone, Copy)]
-pub struct Ranking {
+pub(crate) struct Ranking {
     /// Documents in the request: every index points at one of them.
-    pub documents: usize,
+    pub(crate) documents: usize,
     /// `top_n` / `top_k`, when set (0 means all).
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// The member holding the score: `relevance_score`, or TEI's `score`.
-    pub score: &'static str,
+    pub(crate) score: &'static str,
     /// The member holding the echoed document: `document`, or TEI's `text`.
-    pub document: &'static str,
-    pub echo: Echo,
+    pub(crate) document: &'static str,
+    pub(crate) echo: Echo,
 }
 
 /// What the usual rerank request asks for: its `documents`, a limit
 /// (`top_n`, or Voyage's `top_k`), and with `return_documents` (whose
 /// default differs by provider) an echo of each document in `form`.
-pub fn document_ranking(
+pub(crate) fn document_ranking(
     request: &Object<'_>,
     limit: &str,
     echoed_by_default: bool,
@@ -442,7 +450,11 @@ pub fn document_ranking(
 /// Checks ranked results: at most `limit` and `documents` of them, each an
 /// object whose index points at a distinct document, with a finite score
 /// and, when echoed, a document of the right form.
-pub fn ranking(name: &str, results: Option<Json<'_>>, expect: Ranking) -> Result<(), Violation> {
+pub(crate) fn ranking(
+    name: &str,
+    results: Option<Json<'_>>,
+    expect: Ranking,
+) -> Result<(), Violation> {
     let results = results.and_then(|r| r.objects()).ok_or_else(|| {
         violation(
             "payload_missing",

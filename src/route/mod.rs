@@ -13,33 +13,33 @@ use crate::forward::{Credential, Limits, Upstream};
 use crate::inspect::{self, Dialect};
 
 /// A configured route, ready to serve.
-pub struct Route {
+pub(crate) struct Route {
     /// The `route` label on metrics and logs.
-    pub name: Arc<str>,
-    pub prefix: String,
-    pub upstream: Upstream,
-    pub dialect: &'static dyn Dialect,
+    pub(crate) name: Arc<str>,
+    pub(crate) prefix: String,
+    pub(crate) upstream: Upstream,
+    pub(crate) dialect: &'static dyn Dialect,
     /// The route's output contract, for what a schema cannot say.
-    pub contract: Option<Arc<ContractConfig>>,
+    pub(crate) contract: Option<Arc<ContractConfig>>,
     /// Embedding batches above this many inputs are chunked.
-    pub max_batch_inputs: Option<usize>,
-    pub max_chunk_concurrency: usize,
+    pub(crate) max_batch_inputs: Option<usize>,
+    pub(crate) max_chunk_concurrency: usize,
 }
 
 /// What matched: the route and the rest of the path after its prefix.
 pub struct Matched<'a> {
-    pub route: &'a Arc<Route>,
+    pub(crate) route: &'a Arc<Route>,
     /// Empty or starting with `/`.
-    pub rest: &'a str,
+    pub(crate) rest: &'a str,
 }
 
 /// No configured prefix matches the path; the request is never forwarded.
 #[derive(Debug, thiserror::Error)]
 #[error("no route matches {path}")]
 pub struct NoRoute {
-    pub path: String,
+    pub(crate) path: String,
     /// The configured prefixes, so the error can tell the client what exists.
-    pub prefixes: Vec<String>,
+    pub(crate) prefixes: Vec<String>,
 }
 
 /// All routes, longest prefix first so the first match is the most specific.
@@ -135,14 +135,10 @@ impl RouteTable {
         })
     }
 
-    pub fn prefixes(&self) -> Vec<String> {
+    pub(crate) fn prefixes(&self) -> Vec<String> {
         let mut prefixes: Vec<String> = self.routes.iter().map(|r| r.prefix.clone()).collect();
         prefixes.sort();
         prefixes
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Route>> {
-        self.routes.iter()
     }
 }
 

@@ -18,7 +18,7 @@ use crate::telemetry::{self, Ending, RequestRecord};
 /// Why a body ended early: an upstream fault (counted and logged where it
 /// is polled), or a panic probity could not answer within the stream.
 #[derive(Debug, thiserror::Error)]
-pub enum BodyError {
+pub(crate) enum BodyError {
     #[error(transparent)]
     Upstream(#[from] ForwardError),
     #[error("probity failed while sending this response: {0}")]
@@ -27,13 +27,13 @@ pub enum BodyError {
 
 /// What is sent: a body held whole, a relayed stream, or a stream whose
 /// events are checked as they pass.
-pub enum Payload {
+pub(crate) enum Payload {
     Whole(Option<Bytes>),
     Stream(Relay),
     Checked(Box<CheckedStream>),
 }
 
-pub struct ResponseBody {
+pub(crate) struct ResponseBody {
     payload: Payload,
     record: Option<RequestRecord>,
     bytes: u64,
@@ -41,7 +41,7 @@ pub struct ResponseBody {
 }
 
 impl ResponseBody {
-    pub fn new(payload: Payload, record: RequestRecord) -> Self {
+    pub(crate) fn new(payload: Payload, record: RequestRecord) -> Self {
         Self {
             payload,
             record: Some(record),

@@ -36,17 +36,17 @@ use crate::inspect::StreamJudge;
 use crate::telemetry;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
-pub struct StreamContext {
-    pub route: Arc<str>,
-    pub request_id: HeaderValue,
-    pub endpoint: String,
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub captures: Arc<CaptureStore>,
-    pub retain_limit: usize,
+pub(crate) struct StreamContext {
+    pub(crate) route: Arc<str>,
+    pub(crate) request_id: HeaderValue,
+    pub(crate) endpoint: String,
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) captures: Arc<CaptureStore>,
+    pub(crate) retain_limit: usize,
 }
 
-pub struct CheckedStream {
+pub(crate) struct CheckedStream {
     relay: Relay,
     framing: Framing,
     check: Box<dyn EventCheck>,
@@ -74,7 +74,7 @@ pub struct CheckedStream {
 }
 
 impl CheckedStream {
-    pub fn new(relay: Relay, judge: StreamJudge, context: StreamContext) -> Self {
+    pub(crate) fn new(relay: Relay, judge: StreamJudge, context: StreamContext) -> Self {
         Self {
             relay,
             framing: judge.framing,
@@ -94,13 +94,13 @@ impl CheckedStream {
     }
 
     /// The fault kind or invariant that cut the stream, if one did.
-    pub fn cut(&self) -> Option<&'static str> {
+    pub(crate) fn cut(&self) -> Option<&'static str> {
         self.findings.cut.or(self.findings.rejected)
     }
 
     /// Whether the verbatim upstream stream was captured (known once the
     /// stream has concluded).
-    pub fn captured(&self) -> bool {
+    pub(crate) fn captured(&self) -> bool {
         self.captured
     }
 
@@ -119,26 +119,41 @@ impl CheckedStream {
             self.pending.extend_from_slice(&chunk);
             self.pending.split().freeze()
         };
-        let mut at = 0;
-        let mut passed = 0;
-        while let Some(len) = stream::next_event(self.framing, &buffer[at..], false) {
-            let end = at + len;
-            if !self.judge(&buffer, at, end, &mut passed) {
-                return;
+        if let Some(rest) = self.judge_events(&buffer, false) {
+            self.pending
+                .extend_from_slice(buffer.get(rest..).unwrap_or_default());
+        }
+    }
+
+    /// Judges each complete event of `buffer` (at the end of the stream,
+    /// whatever it holds: a last `\r` ends its line, an unterminated rest
+    /// is a final event); sound events go out as one slice. Where the
+    /// incomplete rest starts, or `None` once the stream has ended.
+    fn judge_events(&mut self, buffer: &Bytes, at_end: bool) -> Option<usize> {
+        let (mut at, mut passed) = (0, 0);
+        while let Some(len) = stream::next_event(self.framing, buffer.get(at..)?, at_end) {
+            if !self.judge(buffer, at, at + len, &mut passed) {
+                return None;
             }
-            at = end;
+            at += len;
+        }
+        if at_end && at < buffer.len() {
+            if !self.judge(buffer, at, buffer.len(), &mut passed) {
+                return None;
+            }
+            at = buffer.len();
         }
         if at > passed {
             self.out.push_back(buffer.slice(passed..at));
         }
-        self.pending.extend_from_slice(&buffer[at..]);
+        Some(at)
     }
 
     /// Judges the event `buffer[start..end]`; sound events accumulate in
     /// `buffer[passed..]` to go out as one slice. False when the stream ends.
     fn judge(&mut self, buffer: &Bytes, start: usize, end: usize, passed: &mut usize) -> bool {
         injected_panic("stream", &self.context.request_id);
-        let event = stream::parse_event(self.framing, &buffer[start..end]);
+        let event = stream::parse_event(self.framing, buffer.get(start..end).unwrap_or_default());
         if self.check.ends(&event) && self.contract.is_some() && !self.verdict_given {
             // The answer is complete: the verdict goes before the last event.
             if start > *passed {
@@ -210,7 +225,7 @@ impl CheckedStream {
 
     /// probity's own fault while judging (a panic, caught by the body):
     /// the stream ends with its error event, counted as internal.
-    pub fn internal_error(&mut self, what: String) {
+    pub(crate) fn internal_error(&mut self, what: String) {
         telemetry::internal_error(&self.context.route, &self.context.request_id, &what);
         self.out.clear();
         self.end_with(&ProxyError::Internal { what });
@@ -244,18 +259,8 @@ impl CheckedStream {
     fn flush(&mut self) {
         self.finished = true;
         let tail = self.pending.split().freeze();
-        let (mut at, mut passed) = (0, 0);
-        while let Some(len) = stream::next_event(self.framing, &tail[at..], true) {
-            if !self.judge(&tail, at, at + len, &mut passed) {
-                return;
-            }
-            at += len;
-        }
-        if at < tail.len() && !self.judge(&tail, at, tail.len(), &mut passed) {
+        if self.judge_events(&tail, true).is_none() {
             return;
-        }
-        if tail.len() > passed {
-            self.out.push_back(tail.slice(passed..));
         }
         // A stream that ended without its terminal event still gets a verdict.
         if self.contract.is_some() && !self.verdict_given {
@@ -265,7 +270,7 @@ impl CheckedStream {
 
     /// Once, at the end: what the checks found is finished (counted,
     /// logged, and a rewritten, cut or invalid stream captured).
-    pub fn conclude(&mut self) {
+    pub(crate) fn conclude(&mut self) {
         if std::mem::replace(&mut self.concluded, true) {
             return;
         }

@@ -44,13 +44,14 @@ use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 
 /// Lists the JSON pointers of the figures a response had nulled.
-pub const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
+pub(crate) const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
 /// The output contract's verdict: `valid` or `invalid`.
-pub const PROBITY_OUTPUT: HeaderName = HeaderName::from_static("probity-output");
+pub(crate) const PROBITY_OUTPUT: HeaderName = HeaderName::from_static("probity-output");
 /// Why an answer is invalid: the reasons, comma-separated.
-pub const PROBITY_OUTPUT_REASON: HeaderName = HeaderName::from_static("probity-output-reason");
+pub(crate) const PROBITY_OUTPUT_REASON: HeaderName =
+    HeaderName::from_static("probity-output-reason");
 /// Names the capture (the request id) holding the verbatim upstream response.
-pub const PROBITY_CAPTURE: HeaderName = HeaderName::from_static("probity-capture");
+pub(crate) const PROBITY_CAPTURE: HeaderName = HeaderName::from_static("probity-capture");
 
 /// The proxy's service: every request gets exactly one response.
 pub(super) async fn handle(
@@ -121,16 +122,16 @@ async fn exchange(
 
 /// One client call, as the phases after the request filter see it.
 pub(super) struct Call<'a> {
-    pub shared: &'a Shared,
-    pub route: &'a Arc<Route>,
-    pub client: &'a request::Parts,
+    pub(crate) shared: &'a Shared,
+    pub(crate) route: &'a Arc<Route>,
+    pub(crate) client: &'a request::Parts,
     /// The client's path after the route prefix.
-    pub rest: &'a str,
+    pub(crate) rest: &'a str,
     /// The path sent upstream.
-    pub path: &'a str,
-    pub body: &'a Bytes,
+    pub(crate) path: &'a str,
+    pub(crate) body: &'a Bytes,
     /// The endpoint, when the route's dialect inspects this request.
-    pub endpoint: Option<&'static Endpoint>,
+    pub(crate) endpoint: Option<&'static Endpoint>,
 }
 
 impl Call<'_> {

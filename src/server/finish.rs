@@ -18,23 +18,23 @@ use crate::telemetry;
 #[derive(Debug, Default)]
 pub(crate) struct Findings {
     /// Well-formed token figures, by kind: the only figures metrics see.
-    pub tokens: Vec<(&'static str, u64)>,
+    pub(crate) tokens: Vec<(&'static str, u64)>,
     /// The `figure` label of each malformed figure or record.
-    pub malformed: Vec<&'static str>,
+    pub(crate) malformed: Vec<&'static str>,
     /// What became `null` (or `header:<name>`, removed), for
     /// `probity-normalized` and the capture.
-    pub pointers: Vec<String>,
+    pub(crate) pointers: Vec<String>,
     /// Why the payload could not be checked against its request.
-    pub uninspected: Option<&'static str>,
+    pub(crate) uninspected: Option<&'static str>,
     /// The payload invariant the response broke.
-    pub rejected: Option<&'static str>,
+    pub(crate) rejected: Option<&'static str>,
     /// The upstream fault that cut a stream (its `kind`); counted where it
     /// happened, captured here.
-    pub cut: Option<&'static str>,
+    pub(crate) cut: Option<&'static str>,
     /// The output contract's task and verdict.
-    pub output: Option<(Cow<'static, str>, OutputVerdict)>,
+    pub(crate) output: Option<(Cow<'static, str>, OutputVerdict)>,
     /// The response was stitched from chunks.
-    pub stitched: bool,
+    pub(crate) stitched: bool,
 }
 
 impl Findings {
@@ -64,19 +64,19 @@ impl Findings {
 
 /// The upstream response as it came, for the capture store.
 pub(crate) struct Verbatim {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Bytes,
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
     /// The whole body's size (a stream's retained bytes may be fewer).
-    pub body_bytes: usize,
+    pub(crate) body_bytes: usize,
 }
 
 /// Where a finished response belongs.
 pub(crate) struct Scope<'a> {
-    pub route: &'a Arc<str>,
-    pub request_id: &'a HeaderValue,
-    pub endpoint: &'a str,
-    pub captures: &'a CaptureStore,
+    pub(crate) route: &'a Arc<str>,
+    pub(crate) request_id: &'a HeaderValue,
+    pub(crate) endpoint: &'a str,
+    pub(crate) captures: &'a CaptureStore,
 }
 
 /// Counts, logs and captures what inspection found; whether the upstream

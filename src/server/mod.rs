@@ -37,26 +37,28 @@ use crate::error::{ProxyError, RequestError};
 use crate::route::RouteTable;
 use crate::telemetry;
 
-pub use body::ResponseBody;
-
 /// What every request handler reads.
 pub(crate) struct Shared {
-    pub routes: RouteTable,
-    pub max_request_bytes: u64,
-    pub captures: Arc<CaptureStore>,
+    pub(crate) routes: RouteTable,
+    pub(crate) max_request_bytes: u64,
+    pub(crate) captures: Arc<CaptureStore>,
     /// How much of a checked stream's verbatim bytes to hold for its capture.
-    pub capture_retain_limit: usize,
+    pub(crate) capture_retain_limit: usize,
     /// Compiled JSON Schemas of output contracts.
-    pub schemas: SchemaCache,
+    pub(crate) schemas: SchemaCache,
 }
 
 /// Failures before serving: nothing is half-started.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// A listener could not be bound.
     #[error("cannot listen on {addr} ({key}): {source}")]
     Bind {
+        /// The configuration key of the address.
         key: &'static str,
+        /// The address, as configured.
         addr: String,
+        /// Why binding failed.
         source: std::io::Error,
     },
 }
@@ -111,10 +113,12 @@ impl Probity {
         })
     }
 
+    /// Where the proxy listens (the bound port when configured as 0).
     pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
         self.proxy.local_addr()
     }
 
+    /// Where the admin listener listens.
     pub fn admin_addr(&self) -> std::io::Result<SocketAddr> {
         self.admin.local_addr()
     }

@@ -15,7 +15,7 @@ use crate::forward::X_REQUEST_ID;
 /// cut id would no longer match the client's records.
 const MAX_LEN: usize = 128;
 
-pub fn request_id(headers: &HeaderMap) -> HeaderValue {
+pub(crate) fn request_id(headers: &HeaderMap) -> HeaderValue {
     match headers.get(X_REQUEST_ID) {
         Some(id) if usable(id) => id.clone(),
         _ => generate(),
