@@ -14,6 +14,15 @@ pub struct Cli {
     #[arg(long, env = "PROBITY_CONFIG", global = true)]
     pub config: Option<PathBuf>,
 
+    /// Overrides `server.listen` (the proxy's `ip:port`), e.g. in a
+    /// container: `0.0.0.0:8080`.
+    #[arg(long, env = "PROBITY_LISTEN")]
+    pub listen: Option<String>,
+
+    /// Overrides `server.admin_listen` (metrics, health, captures).
+    #[arg(long, env = "PROBITY_ADMIN_LISTEN")]
+    pub admin_listen: Option<String>,
+
     /// What to do instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,

@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     init_logs();
     match cli.command {
         Some(Command::CheckConfig { path }) => check_config(&path),
-        None => run(cli.config.as_deref()),
+        None => run(&cli),
     }
 }
 
@@ -42,8 +42,8 @@ fn report(source: &str, problems: &Problems) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn run(path: Option<&std::path::Path>) -> ExitCode {
-    let (source, loaded) = match path {
+fn run(cli: &Cli) -> ExitCode {
+    let (source, loaded) = match cli.config.as_deref() {
         Some(path) => (
             path.display().to_string(),
             config::load_file(path, &inspect::names()),
@@ -53,10 +53,17 @@ fn run(path: Option<&std::path::Path>) -> ExitCode {
             config::load(config::DEFAULT_TOML, &inspect::names()),
         ),
     };
-    let config: Config = match loaded {
+    let mut config: Config = match loaded {
         Ok(config) => config,
         Err(problems) => return report(&source, &problems),
     };
+    // The command line's listeners win; a bad one fails to bind, with its key.
+    if let Some(listen) = &cli.listen {
+        config.server.listen = listen.clone();
+    }
+    if let Some(admin) = &cli.admin_listen {
+        config.server.admin_listen = admin.clone();
+    }
     let routes = match RouteTable::build(&config, |var| std::env::var(var).ok()) {
         Ok(routes) => routes,
         Err(problems) => return report(&source, &problems),

@@ -410,12 +410,16 @@ async fn the_drain_ends_at_its_timeout() {
 }
 
 /// The README's first command: `probity` with no argument runs on the
-/// embedded default, on 127.0.0.1:8080 with admin on 127.0.0.1:9464.
+/// embedded default (its addresses, 127.0.0.1:8080 and :9464, are the
+/// config's unit test's; here the listeners are moved to port 0 the way a
+/// deployment moves them, so a probity from `cargo run` may stay up).
 #[tokio::test]
 async fn with_no_argument_the_embedded_default_runs() {
-    let probity = Probity::launch(&[], &[], temp_path(".unused"));
-    assert_eq!(probity.addr, "127.0.0.1:8080".parse().unwrap());
-    assert_eq!(probity.admin, "127.0.0.1:9464".parse().unwrap());
+    let ports = [
+        ("PROBITY_LISTEN", "127.0.0.1:0"),
+        ("PROBITY_ADMIN_LISTEN", "127.0.0.1:0"),
+    ];
+    let probity = Probity::launch(&[], &ports, temp_path(".unused"));
     assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
     let error = get(&probity.url("/nothing")).await.error(404, "no_route");
     let message = error["message"].as_str().unwrap();

@@ -211,6 +211,8 @@ mod tests {
     fn the_embedded_default_is_valid_and_serves_every_documented_route() {
         let config =
             load(DEFAULT_TOML, &crate::inspect::names()).expect("embedded default must validate");
+        assert_eq!(config.server.listen, "127.0.0.1:8080");
+        assert_eq!(config.server.admin_listen, "127.0.0.1:9464");
         let prefixes: Vec<&str> = config.routes.iter().map(|r| r.prefix.as_str()).collect();
         assert_eq!(
             prefixes,

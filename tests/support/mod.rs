@@ -111,6 +111,8 @@ impl Probity {
             .env("PROBITY_LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
             .env_remove("PROBITY_CONFIG")
+            .env_remove("PROBITY_LISTEN")
+            .env_remove("PROBITY_ADMIN_LISTEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
