@@ -141,7 +141,7 @@ impl<'a> Json<'a> {
         let inner = text.get(1..text.len().saturating_sub(1))?;
         if inner.contains('\\') {
             let mut de = serde_json::Deserializer::from_str(text);
-            de.deserialize_bytes(KeySeed).ok()
+            de.deserialize_bytes(KeySeed).ok().map(|(text, _)| text)
         } else {
             Some(Cow::Borrowed(inner))
         }
@@ -176,19 +176,35 @@ impl<'a> Json<'a> {
 }
 
 /// An object's members, in document order.
-pub(crate) struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
+/// Each member: its key (lossy where the key holds a lone surrogate
+/// escape), its value, and whether the key reads exactly.
+pub(crate) struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>, bool)>);
 
 impl<'a> Object<'a> {
     /// The member with this key. JSON leaves duplicate keys undefined; the
     /// last one wins here, as in serde_json, Python and JavaScript, which is
     /// what the provider and the app both read.
     pub(crate) fn get(&self, key: &str) -> Option<Json<'a>> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, v, _)| *v)
     }
 
     /// A member that is present and not `null`.
     pub(crate) fn present(&self, key: &str) -> Option<Json<'a>> {
         self.get(key).filter(|v| !v.is_null())
+    }
+
+    /// Whether a key reads exactly: false when it holds a lone surrogate
+    /// escape, which no Rust string (and no JSON pointer in UTF-8) can hold.
+    pub(crate) fn exact(&self, key: &str) -> bool {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _, _)| k == key)
+            .is_none_or(|(_, _, exact)| *exact)
     }
 
     /// Each distinct key once, in document order of its last copy (the
@@ -204,13 +220,13 @@ impl<'a> Object<'a> {
             members
                 .iter()
                 .enumerate()
-                .map(|(i, (key, _))| !later(i).iter().any(|(k, _)| k == key))
+                .map(|(i, (key, _, _))| !later(i).iter().any(|(k, _, _)| k == key))
                 .collect()
         } else {
             let mut last: Vec<bool> = members
                 .iter()
                 .rev()
-                .map(|(k, _)| seen.insert(k.as_ref()))
+                .map(|(k, _, _)| seen.insert(k.as_ref()))
                 .collect();
             last.reverse();
             last
@@ -219,14 +235,14 @@ impl<'a> Object<'a> {
             .iter()
             .zip(distinct)
             .filter(|(_, keep)| *keep)
-            .map(|((k, _), _)| k.as_ref())
+            .map(|((k, _, _), _)| k.as_ref())
     }
 }
 
 struct MembersVisitor;
 
 impl<'de> Visitor<'de> for MembersVisitor {
-    type Value = Vec<(Cow<'de, str>, Json<'de>)>;
+    type Value = Vec<(Cow<'de, str>, Json<'de>, bool)>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
@@ -234,9 +250,9 @@ impl<'de> Visitor<'de> for MembersVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut members = Vec::new();
-        while let Some(key) = map.next_key_seed(KeySeed)? {
+        while let Some((key, exact)) = map.next_key_seed(KeySeed)? {
             let raw: &'de RawValue = map.next_value()?;
-            members.push((key, Json::from(raw)));
+            members.push((key, Json::from(raw), exact));
         }
         Ok(members)
     }
@@ -318,7 +334,8 @@ impl<'de> Visitor<'de> for ItemSeed {
 struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Cow<'de, str>;
+    /// The text, and whether it read exactly (not lossily).
+    type Value = (Cow<'de, str>, bool);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_bytes(KeySeed)
@@ -326,26 +343,28 @@ impl<'de> DeserializeSeed<'de> for KeySeed {
 }
 
 impl<'de> Visitor<'de> for KeySeed {
-    type Value = Cow<'de, str>;
+    type Value = (Cow<'de, str>, bool);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a key")
     }
 
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Cow::Borrowed(v))
+        Ok((Cow::Borrowed(v), true))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Cow::Owned(v.to_string()))
+        Ok((Cow::Owned(v.to_string()), true))
     }
 
     fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Self::Value, E> {
-        Ok(String::from_utf8_lossy(v))
+        let exact = std::str::from_utf8(v).is_ok();
+        Ok((String::from_utf8_lossy(v), exact))
     }
 
     fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
-        Ok(Cow::Owned(String::from_utf8_lossy(v).into_owned()))
+        let exact = std::str::from_utf8(v).is_ok();
+        Ok((Cow::Owned(String::from_utf8_lossy(v).into_owned()), exact))
     }
 }
 

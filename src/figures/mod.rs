@@ -223,10 +223,16 @@ fn entries<'a, 't>(
         // `keys` gives a duplicated key once: its last copy is the one read,
         // so it is the one judged (two entries for one span would splice it
         // twice).
+        // A key holding a lone surrogate escape has no exact pointer in
+        // UTF-8: it is listed as the wildcard itself.
         for key in object.into_iter().flat_map(|o| o.keys()) {
+            let exact = object.is_none_or(|o| o.exact(key));
             entries.push(Entry {
                 figure,
-                pointer: Cow::Owned(format!("{record}/{}", escape_token(key))),
+                pointer: match exact {
+                    true => Cow::Owned(format!("{record}/{}", escape_token(key))),
+                    false => Cow::Borrowed(figure.pointer),
+                },
                 value: object.and_then(|o| o.present(key)),
             });
         }
@@ -281,7 +287,12 @@ fn report(
     for (reading, entry) in readings.iter().zip(entries) {
         match reading {
             Reading::Malformed(span) => {
-                judgement.pointers.push(entry.pointer.to_string());
+                // Inexact keys share the wildcard's pointer: listed once.
+                let listed = matches!(entry.pointer, Cow::Borrowed(p) if p.ends_with("/*"))
+                    && judgement.pointers.iter().any(|p| *p == entry.pointer);
+                if !listed {
+                    judgement.pointers.push(entry.pointer.to_string());
+                }
                 judgement.malformed.push(entry.figure.pointer);
                 if !nulled_whole(&entry.pointer) {
                     judgement.nulls.push(span.clone());

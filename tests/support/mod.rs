@@ -120,6 +120,17 @@ impl Probity {
             command.env(key, value);
         }
         let mut child = command.spawn().expect("spawn probity");
+        // Read stderr too, so a burst of output (panic backtraces) never
+        // fills the pipe and stalls probity; kept for a failed start.
+        let stderr_lines = Arc::new(Mutex::new(Vec::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let kept = stderr_lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    kept.lock().unwrap().push(line);
+                }
+            });
+        }
         let stdout = child.stdout.take().unwrap();
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -138,11 +149,9 @@ impl Probity {
             Ok(line) => line,
             Err(_) => {
                 let _ = child.kill();
-                let mut err = String::new();
-                if let Some(mut stderr) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = stderr.read_to_string(&mut err);
-                }
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(50));
+                let err = stderr_lines.lock().unwrap().join("\n");
                 panic!("probity did not start: {err}");
             }
         };
