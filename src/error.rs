@@ -14,10 +14,12 @@
 //! credential.
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
+use serde_json::{json, Value};
 
 use crate::forward::{ForwardError, X_REQUEST_ID};
+use crate::inspect::Envelope;
 use crate::route::NoRoute;
 use crate::violation::Violation;
 
@@ -50,6 +52,24 @@ pub(crate) enum ProxyError {
 
 /// Seconds a client should wait before retrying an overloaded proxy.
 const RETRY_AFTER_SECONDS: &str = "1";
+
+/// Whether a client should retry: read by the openai and anthropic SDKs.
+pub(crate) const X_SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+
+/// Where an error is answered, and how.
+#[derive(Clone, Copy)]
+pub(crate) struct Answering<'a> {
+    /// The route's name, when one matched.
+    pub(crate) route: Option<&'a str>,
+    pub(crate) request_id: &'a HeaderValue,
+    /// The error shape of the dialect the app speaks.
+    pub(crate) envelope: Envelope,
+    /// The route's `retry_invalid_response`: whether a client should retry
+    /// a response that broke an invariant.
+    pub(crate) retry_invalid: bool,
+    /// The error ends a stream whose start already went out.
+    pub(crate) mid_stream: bool,
+}
 
 impl ProxyError {
     pub(crate) fn status(&self) -> StatusCode {
@@ -91,8 +111,8 @@ impl ProxyError {
     }
 
     /// What happened, then what to do about it.
-    pub(crate) fn message(&self, route: Option<&str>) -> String {
-        let route = route.unwrap_or("-");
+    pub(crate) fn message(&self, at: &Answering<'_>) -> String {
+        let route = at.route.unwrap_or("-");
         match self {
             ProxyError::NoRoute(NoRoute { path, prefixes }) => format!(
                 "no route matches the path {}; the configured prefixes are {}: put one of them \
@@ -134,11 +154,25 @@ impl ProxyError {
                 "{err}: ask for less (fewer inputs, fewer tokens), or raise the \
                  max_response_bytes of route {route}"
             ),
-            ProxyError::InvalidResponse(violation) => format!(
-                "the provider's response broke the invariant {}: {}; the response was \
-                 not passed on. Retry, or report it to the provider",
-                violation.invariant, violation.message
-            ),
+            ProxyError::InvalidResponse(violation) => {
+                let fate = if at.mid_stream {
+                    "the stream was cut here: what came before this event was passed on"
+                } else {
+                    "the response was not passed on"
+                };
+                let advice = if at.retry_invalid {
+                    "Retry, or report it to the provider".to_string()
+                } else {
+                    format!(
+                        "Report it to the provider (route {route} advises no retry: set \
+                         retry_invalid_response = true to let clients retry)"
+                    )
+                };
+                format!(
+                    "the provider's response broke the invariant {}: {}; {fate}. {advice}",
+                    violation.invariant, violation.message
+                )
+            }
             ProxyError::Internal { .. } => format!(
                 "{self}; this is a fault in probity, not in the provider: retry the request, \
                  and report it with this request id and probity's log (route {route})"
@@ -146,59 +180,94 @@ impl ProxyError {
         }
     }
 
-    fn fields<'a>(&self, route: Option<&'a str>, request_id: &'a HeaderValue) -> ErrorFields<'a> {
-        ErrorFields {
-            kind: self.kind(),
-            code: self.code(),
-            message: self.message(route),
-            route,
-            request_id: request_id.to_str().unwrap_or_default(),
+    /// The error object of a stream's final error event (its status line
+    /// is already sent): probity's fields, in the OpenAI layout.
+    pub(crate) fn error_object(&self, at: &Answering<'_>) -> Value {
+        json!({
+            "type": self.kind(),
+            "code": self.code(),
+            "message": self.message(at),
+            "route": at.route,
+            "request_id": at.request_id.to_str().unwrap_or_default(),
+        })
+    }
+
+    /// The error body in the envelope of the dialect the app speaks, so
+    /// that its SDK puts probity's message into its exception; probity's
+    /// own fields go wherever the envelope has room.
+    fn body(&self, at: &Answering<'_>) -> Value {
+        let (kind, code, message) = (self.kind(), self.code(), self.message(at));
+        let request_id = at.request_id.to_str().unwrap_or_default();
+        match at.envelope {
+            Envelope::Nested => json!({"error": {
+                "message": message, "type": kind, "param": null, "code": code,
+                "route": at.route, "request_id": request_id,
+            }}),
+            Envelope::Typed => json!({"type": "error", "error": {
+                "type": kind, "message": message, "code": code,
+                "route": at.route, "request_id": request_id,
+            }}),
+            Envelope::Flat {
+                message: member,
+                kind: kind_member,
+            } => {
+                let mut body = serde_json::Map::new();
+                body.insert(member.into(), Value::from(message));
+                body.insert(kind_member.unwrap_or("type").into(), Value::from(kind));
+                body.insert("code".into(), Value::from(code));
+                body.insert("route".into(), json!(at.route));
+                body.insert("request_id".into(), Value::from(request_id));
+                Value::Object(body)
+            }
+            Envelope::Google => json!({"error": {
+                "code": self.status().as_u16(),
+                "message": message,
+                "status": google_status(self.status()),
+                "details": [{
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": code,
+                    "domain": "probity",
+                    "metadata": {"type": kind, "route": at.route, "request_id": request_id},
+                }],
+            }}),
         }
     }
 
-    /// The `error` object alone, for a stream that can only end with an
-    /// error event in its own format (its status line is already sent).
-    pub(crate) fn error_object(
-        &self,
-        route: Option<&str>,
-        request_id: &HeaderValue,
-    ) -> serde_json::Value {
-        serde_json::to_value(self.fields(route, request_id)).unwrap_or_default()
-    }
-
     /// The error response: the one mapping from error to HTTP.
-    pub(crate) fn respond(&self, route: Option<&str>, request_id: &HeaderValue) -> Response<Bytes> {
-        let body = ErrorBody {
-            error: self.fields(route, request_id),
-        };
-        // Serializing two plain structs of strings cannot fail.
-        let json = serde_json::to_vec(&body).unwrap_or_default();
+    pub(crate) fn respond(&self, at: &Answering<'_>) -> Response<Bytes> {
+        // Serializing a JSON value cannot fail.
+        let json = serde_json::to_vec(&self.body(at)).unwrap_or_default();
         let mut response = Response::new(Bytes::from(json));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(X_REQUEST_ID, request_id.clone());
-        if let ProxyError::Request(RequestError::Overloaded { .. }) = self {
-            headers.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+        headers.insert(X_REQUEST_ID, at.request_id.clone());
+        match self {
+            ProxyError::Request(RequestError::Overloaded { .. }) => {
+                headers.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+            }
+            // SDKs retry a 5xx by default: each retry of a corrupt answer is
+            // billed again, so the route decides.
+            ProxyError::InvalidResponse(_) => {
+                let advice = if at.retry_invalid { "true" } else { "false" };
+                headers.insert(X_SHOULD_RETRY, HeaderValue::from_static(advice));
+            }
+            _ => {}
         }
         response
     }
 }
 
-/// The wire shape; a struct (not `json!`) so members keep this order.
-#[derive(serde::Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorFields<'a>,
-}
-
-#[derive(serde::Serialize)]
-struct ErrorFields<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    code: &'static str,
-    message: String,
-    route: Option<&'a str>,
-    request_id: &'a str,
+/// The `google.rpc.Code` name Google's APIs pair with an HTTP status.
+fn google_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 413 => "INVALID_ARGUMENT",
+        404 => "NOT_FOUND",
+        500 => "INTERNAL",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "UNAVAILABLE",
+    }
 }
 
 fn truncate(text: &str, max: usize) -> &str {
@@ -213,27 +282,50 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn body(err: ProxyError) -> (StatusCode, serde_json::Value) {
-        let response = err.respond(Some("ollama"), &HeaderValue::from_static("rid-1"));
+    static RID: HeaderValue = HeaderValue::from_static("rid-1");
+
+    fn at(envelope: Envelope) -> Answering<'static> {
+        Answering {
+            route: Some("ollama"),
+            request_id: &RID,
+            envelope,
+            retry_invalid: false,
+            mid_stream: false,
+        }
+    }
+
+    fn body(err: ProxyError, envelope: Envelope) -> (StatusCode, Value) {
+        let response = err.respond(&at(envelope));
         let json = serde_json::from_slice(response.body()).unwrap();
         (response.status(), json)
     }
 
+    fn timeout() -> ProxyError {
+        ForwardError::Timeout {
+            upstream: "http://127.0.0.1:11434".into(),
+            waited_for: "response",
+            after: Duration::from_millis(1500),
+            key: "timeout_ms",
+        }
+        .into()
+    }
+
+    fn invalid() -> ProxyError {
+        Violation {
+            invariant: "embedding_count_mismatch",
+            message: "expected 16 vectors for 16 inputs, got 15".into(),
+        }
+        .into()
+    }
+
     #[test]
-    fn every_error_has_the_one_shape() {
-        let (status, json) = body(
-            ForwardError::Timeout {
-                upstream: "http://127.0.0.1:11434".into(),
-                waited_for: "response",
-                after: Duration::from_millis(1500),
-                key: "timeout_ms",
-            }
-            .into(),
-        );
+    fn the_openai_envelope_carries_probitys_fields() {
+        let (status, json) = body(timeout(), Envelope::Nested);
         assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
         let error = &json["error"];
         assert_eq!(error["type"], "upstream_timeout");
         assert_eq!(error["code"], "timeout_ms");
+        assert_eq!(error["param"], Value::Null);
         assert_eq!(error["route"], "ollama");
         assert_eq!(error["request_id"], "rid-1");
         assert!(error["message"]
@@ -241,27 +333,90 @@ mod tests {
             .unwrap()
             .contains("within 1500 ms"));
         assert_eq!(json.as_object().unwrap().len(), 1);
-        assert_eq!(error.as_object().unwrap().len(), 5);
+        let keys: Vec<&String> = error.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["message", "type", "param", "code", "route", "request_id"]
+        );
     }
 
     #[test]
-    fn an_invalid_response_names_its_invariant() {
-        let (status, json) = body(
-            Violation {
-                invariant: "embedding_count_mismatch",
-                message: "expected 16 vectors for 16 inputs, got 15".into(),
-            }
-            .into(),
+    fn each_envelope_puts_the_message_where_its_sdk_reads_it() {
+        let message = |json: &Value, pointer: &str| {
+            json.pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .contains("embedding_count_mismatch")
+        };
+        let (_, anthropic) = body(invalid(), Envelope::Typed);
+        assert_eq!(anthropic["type"], "error");
+        assert!(message(&anthropic, "/error/message"));
+        for member in ["error", "message", "detail"] {
+            let flat = Envelope::Flat {
+                message: member,
+                kind: None,
+            };
+            let (_, json) = body(invalid(), flat);
+            assert!(message(&json, &format!("/{member}")), "{json}");
+            assert_eq!(json["type"], "provider_invalid_response");
+            assert_eq!(json["request_id"], "rid-1");
+        }
+        let tei = Envelope::Flat {
+            message: "error",
+            kind: Some("error_type"),
+        };
+        let (_, json) = body(invalid(), tei);
+        assert_eq!(json["error_type"], "provider_invalid_response");
+        let (_, google) = body(invalid(), Envelope::Google);
+        assert_eq!(google["error"]["code"], 502);
+        assert_eq!(google["error"]["status"], "UNAVAILABLE");
+        assert!(message(&google, "/error/message"));
+        assert_eq!(
+            google["error"]["details"][0]["reason"],
+            "embedding_count_mismatch"
         );
-        assert_eq!(status, StatusCode::BAD_GATEWAY);
-        assert_eq!(json["error"]["type"], "provider_invalid_response");
-        assert_eq!(json["error"]["code"], "embedding_count_mismatch");
+    }
+
+    #[test]
+    fn an_invalid_response_says_whether_to_retry() {
+        let response = invalid().respond(&at(Envelope::Nested));
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(response.headers()[&X_SHOULD_RETRY], "false");
+        let text = String::from_utf8(response.body().to_vec()).unwrap();
+        assert!(text.contains("advises no retry"), "{text}");
+        let retry = Answering {
+            retry_invalid: true,
+            ..at(Envelope::Nested)
+        };
+        let response = invalid().respond(&retry);
+        assert_eq!(response.headers()[&X_SHOULD_RETRY], "true");
+        let text = String::from_utf8(response.body().to_vec()).unwrap();
+        assert!(
+            text.contains("Retry, or report it to the provider"),
+            "{text}"
+        );
+        let cut = Answering {
+            mid_stream: true,
+            ..at(Envelope::Nested)
+        };
+        let object = invalid().error_object(&cut);
+        let text = object["message"].as_str().unwrap();
+        assert!(text.contains("what came before this event was passed on"));
+        assert!(!text.contains("not passed on"), "{text}");
+        assert!(timeout()
+            .respond(&at(Envelope::Nested))
+            .headers()
+            .get(&X_SHOULD_RETRY)
+            .is_none());
     }
 
     #[test]
     fn overload_says_when_to_retry() {
-        let response = ProxyError::from(RequestError::Overloaded { limit: 4 })
-            .respond(None, &HeaderValue::from_static("r"));
+        let response =
+            ProxyError::from(RequestError::Overloaded { limit: 4 }).respond(&Answering {
+                route: None,
+                ..at(Envelope::Nested)
+            });
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[RETRY_AFTER], "1");
     }

@@ -123,6 +123,23 @@ pub(crate) struct RequestRecord {
     pub(crate) started: Instant,
     /// The upstream response was kept in the capture store.
     pub(crate) captured: bool,
+    /// How an error is answered: the route dialect's envelope, and its
+    /// retry advice (OpenAI's shape until a route matched).
+    pub(crate) envelope: crate::inspect::Envelope,
+    pub(crate) retry_invalid: bool,
+}
+
+impl RequestRecord {
+    /// Where an error of this request is answered.
+    pub(crate) fn answering(&self, mid_stream: bool) -> crate::error::Answering<'_> {
+        crate::error::Answering {
+            route: self.route.as_deref(),
+            request_id: &self.request_id,
+            envelope: self.envelope,
+            retry_invalid: self.retry_invalid,
+            mid_stream,
+        }
+    }
 }
 
 /// How a response ended.

@@ -960,7 +960,7 @@ fn check_rejected(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
         failed.push(format!("content-type {:?}", got.header("content-type")));
     }
     let json: Value = serde_json::from_slice(&got.body).unwrap_or_default();
-    let error = &json["error"];
+    let error = &probity_error(&json).unwrap_or_default();
     if !error.is_object() {
         failed.push(format!("no probity error in {}", short(&got.text())));
         return;

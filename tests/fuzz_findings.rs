@@ -198,7 +198,7 @@ fn last_error_event(body: &str) -> Value {
 /// this `code`, if anything.
 fn not_rejected(got: &Got, code: &str) -> Option<String> {
     let json: Value = serde_json::from_slice(&got.body).unwrap_or_default();
-    let error = &json["error"];
+    let error = &probity_error(&json).unwrap_or_default();
     let ok = got.status == 502
         && header(got, "content-type").as_deref() == Some("application/json")
         && error["type"] == "provider_invalid_response"

@@ -1481,7 +1481,7 @@ fn rejection(got: &Got) -> Option<String> {
         return None;
     }
     let json: Value = serde_json::from_slice(&got.body).ok()?;
-    let error = &json["error"];
+    let error = &probity_error(&json)?;
     (error["type"] == "provider_invalid_response")
         .then(|| error["code"].as_str().map(str::to_owned))
         .flatten()

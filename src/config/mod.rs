@@ -113,6 +113,10 @@ pub struct RouteConfig {
     pub max_batch_inputs: Option<u64>,
     /// Chunks of one request in flight at once.
     pub max_chunk_concurrency: u64,
+    /// Whether a client should retry a response that broke a payload
+    /// invariant (`x-should-retry`); off by default, since every retry of a
+    /// corrupt answer is billed again.
+    pub retry_invalid_response: bool,
 }
 
 /// The degraded answer when a route configures none.
@@ -199,6 +203,7 @@ impl Default for RouteConfig {
             contract: None,
             max_batch_inputs: None,
             max_chunk_concurrency: 4,
+            retry_invalid_response: false,
         }
     }
 }

@@ -278,6 +278,10 @@ impl Dialect for Anthropic {
         }
     }
 
+    fn error_envelope(&self) -> super::Envelope {
+        super::Envelope::Typed
+    }
+
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }

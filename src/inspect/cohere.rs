@@ -71,6 +71,13 @@ impl Dialect for Cohere {
         "cohere"
     }
 
+    fn error_envelope(&self) -> super::Envelope {
+        super::Envelope::Flat {
+            message: "message",
+            kind: None,
+        }
+    }
+
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }

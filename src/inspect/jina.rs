@@ -40,6 +40,13 @@ impl Dialect for Jina {
         "jina"
     }
 
+    fn error_envelope(&self) -> super::Envelope {
+        super::Envelope::Flat {
+            message: "detail",
+            kind: None,
+        }
+    }
+
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }

@@ -72,12 +72,42 @@ pub trait Dialect: Send + Sync {
     /// The remedy named in `upstream_unreachable` errors.
     fn unreachable_hint(&self) -> &'static str;
 
+    /// The shape of this provider's error bodies, so that its SDK puts
+    /// probity's message into the exception it raises. Most speak OpenAI's.
+    fn error_envelope(&self) -> Envelope {
+        Envelope::Nested
+    }
+
     /// The endpoint a request path (as sent upstream) is, when this dialect
     /// checks it. Paths are matched by their end, so a gateway's base path
     /// (`/openai/deployments/x/embeddings`) does not hide an endpoint.
     fn endpoint(&self, _path: &str) -> Option<&'static Endpoint> {
         None
     }
+}
+
+/// The shape of a provider's error body, as data; `error` maps probity's
+/// errors into it (with probity's own `type`, `code`, `route` and
+/// `request_id` wherever the shape allows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envelope {
+    /// `{"error": {"message", "type", "param", "code"}}`: OpenAI's, which
+    /// its SDKs (and most others') read.
+    Nested,
+    /// `{"type": "error", "error": {"type", "message"}}`: Anthropic's.
+    Typed,
+    /// `{"<message>": "...", "<kind>"?: "..."}`: the message in the one
+    /// member the provider's SDK reads (Ollama `error`, Cohere `message`,
+    /// Voyage and Jina `detail`, TEI `error` with `error_type`).
+    Flat {
+        /// The member holding the message.
+        message: &'static str,
+        /// The member holding the error's type, if the provider has one.
+        kind: Option<&'static str>,
+    },
+    /// `{"error": {"code": <status>, "message", "status", "details"}}`:
+    /// Google's (`google.rpc.Status`).
+    Google,
 }
 
 /// How a provider takes its API key, as data: the header, the text before

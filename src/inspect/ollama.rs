@@ -213,6 +213,13 @@ impl Dialect for Ollama {
         "ollama"
     }
 
+    fn error_envelope(&self) -> super::Envelope {
+        super::Envelope::Flat {
+            message: "error",
+            kind: None,
+        }
+    }
+
     fn unreachable_hint(&self) -> &'static str {
         "is Ollama running? Start it with `ollama serve` (it listens on 127.0.0.1:11434), \
          or set this route's upstream to where it listens"

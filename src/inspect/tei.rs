@@ -63,6 +63,13 @@ impl Dialect for Tei {
         "tei"
     }
 
+    fn error_envelope(&self) -> super::Envelope {
+        super::Envelope::Flat {
+            message: "error",
+            kind: Some("error_type"),
+        }
+    }
+
     fn unreachable_hint(&self) -> &'static str {
         "is text-embeddings-inference running? Start it, e.g. \
          `text-embeddings-router --model-id BAAI/bge-small-en-v1.5 --port 8081`, \

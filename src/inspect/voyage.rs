@@ -38,6 +38,13 @@ impl Dialect for Voyage {
         "voyage"
     }
 
+    fn error_envelope(&self) -> super::Envelope {
+        super::Envelope::Flat {
+            message: "detail",
+            kind: None,
+        }
+    }
+
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
     }

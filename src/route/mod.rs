@@ -24,6 +24,8 @@ pub(crate) struct Route {
     /// Embedding batches above this many inputs are chunked.
     pub(crate) max_batch_inputs: Option<usize>,
     pub(crate) max_chunk_concurrency: usize,
+    /// `retry_invalid_response`: the `x-should-retry` of a rejection.
+    pub(crate) retry_invalid: bool,
 }
 
 /// What matched: the route and the rest of the path after its prefix.
@@ -117,6 +119,7 @@ impl RouteTable {
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             max_chunk_concurrency: usize::try_from(route.max_chunk_concurrency)
                 .unwrap_or(usize::MAX),
+            retry_invalid: route.retry_invalid_response,
         })
     }
 

@@ -44,6 +44,10 @@ pub(crate) struct StreamContext {
     pub(crate) headers: HeaderMap,
     pub(crate) captures: Arc<CaptureStore>,
     pub(crate) retain_limit: usize,
+    /// How a mid-stream error is worded (its envelope is the stream's own
+    /// error event).
+    pub(crate) envelope: crate::inspect::Envelope,
+    pub(crate) retry_invalid: bool,
 }
 
 pub(crate) struct CheckedStream {
@@ -209,7 +213,14 @@ impl CheckedStream {
 
     /// Ends the stream with an error event in its own format.
     fn end_with(&mut self, error: &ProxyError) {
-        let object = error.error_object(Some(&self.context.route), &self.context.request_id);
+        let at = crate::error::Answering {
+            route: Some(&self.context.route),
+            request_id: &self.context.request_id,
+            envelope: self.context.envelope,
+            retry_invalid: self.context.retry_invalid,
+            mid_stream: true,
+        };
+        let object = error.error_object(&at);
         self.out
             .push_back(Bytes::from(self.check.error_event(&object)));
         self.finished = true;

@@ -39,7 +39,7 @@ use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
 use crate::forward::{self, remove_hop_by_hop, Fetched, Reading, Relay, X_REQUEST_ID};
-use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Verdict};
+use crate::inspect::{self, Asked, Contracts, Endpoint, Envelope, Exchange, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 
@@ -67,6 +67,8 @@ pub(super) async fn handle(
         upstream_status: None,
         started: Instant::now(),
         captured: false,
+        envelope: Envelope::Nested,
+        retry_invalid: false,
     };
     let outcome = CatchPanic::new(exchange(&shared, request, &mut record)).await;
     let response = match outcome {
@@ -92,6 +94,8 @@ async fn exchange(
     let matched = shared.routes.find(parts.uri.path())?;
     let route = matched.route;
     record.route = Some(route.name.clone());
+    record.envelope = route.dialect.error_envelope();
+    record.retry_invalid = route.retry_invalid;
     let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
     let path = route.upstream.path(matched.rest);
     let endpoint = match parts.method {
@@ -295,6 +299,8 @@ impl Call<'_> {
                     headers: upstream.headers.clone(),
                     captures: self.shared.captures.clone(),
                     retain_limit: self.shared.capture_retain_limit,
+                    envelope: record.envelope,
+                    retry_invalid: record.retry_invalid,
                 };
                 // Its events may be rewritten, so the upstream's length no
                 // longer holds: it goes out chunked (close-delimited to an
@@ -337,7 +343,7 @@ fn error_response(err: &ProxyError, record: &RequestRecord) -> Response<Payload>
         let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
         telemetry::upstream_fault(label, &record.request_id, fault, false);
     }
-    let mut response = err.respond(route, &record.request_id);
+    let mut response = err.respond(&record.answering(false));
     if record.captured {
         let id = record.request_id.clone();
         response.headers_mut().insert(PROBITY_CAPTURE, id);

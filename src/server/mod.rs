@@ -216,8 +216,16 @@ async fn refuse(stream: TcpStream, limit: u64) {
     let service = service_fn(move |request: Request<Incoming>| async move {
         telemetry::overload_rejected(limit);
         let request_id = request_id::request_id(request.headers());
+        // No route is looked up for a refused connection: OpenAI's shape.
+        let at = crate::error::Answering {
+            route: None,
+            request_id: &request_id,
+            envelope: crate::inspect::Envelope::Nested,
+            retry_invalid: false,
+            mid_stream: false,
+        };
         let mut response = ProxyError::from(RequestError::Overloaded { limit })
-            .respond(None, &request_id)
+            .respond(&at)
             .map(http_body_util::Full::new);
         response.headers_mut().insert(
             http::header::CONNECTION,

@@ -289,18 +289,52 @@ impl Got {
         self.headers.get(name).map(|v| v.to_str().unwrap())
     }
 
-    /// Asserts the probity error shape and returns its `error` object.
+    /// Asserts a probity error (in whichever dialect's envelope) and
+    /// returns its fields as one object: `type`, `code`, `message`,
+    /// `route`, `request_id`.
     pub fn error(&self, status: u16, kind: &str) -> serde_json::Value {
         assert_eq!(self.status.as_u16(), status, "{}", self.text());
         assert_eq!(self.header("content-type"), Some("application/json"));
-        let json = self.json();
-        let error = json["error"].clone();
+        let error = probity_error(&self.json())
+            .unwrap_or_else(|| panic!("not a probity error: {}", self.text()));
         assert_eq!(error["type"], kind, "{}", self.text());
         for member in ["code", "message", "request_id"] {
             assert!(error[member].is_string(), "no {member} in {}", self.text());
         }
         error
     }
+}
+
+/// probity's error fields from a body in any dialect's envelope: OpenAI's
+/// `{"error": {...}}`, Anthropic's `{"type": "error", "error": {...}}`,
+/// Google's `{"error": {"code": 502, "details": [...]}}`, or a flat one
+/// (`{"message" | "detail" | "error": "...", "type" | "error_type", "code"}`).
+pub fn probity_error(json: &serde_json::Value) -> Option<serde_json::Value> {
+    use serde_json::{json, Value};
+    let error = &json["error"];
+    if let Some(details) = error["details"].get(0) {
+        let metadata = &details["metadata"];
+        return Some(json!({
+            "type": metadata["type"], "code": details["reason"], "message": error["message"],
+            "route": metadata["route"], "request_id": metadata["request_id"],
+        }));
+    }
+    if error.is_object() {
+        return Some(json!({
+            "type": error["type"], "code": error["code"], "message": error["message"],
+            "route": error["route"], "request_id": error["request_id"],
+        }));
+    }
+    let code = json["code"].as_str()?;
+    let message = ["message", "detail", "error"]
+        .iter()
+        .find_map(|m| json[*m].as_str())?;
+    let kind = json.get("type").or_else(|| json.get("error_type"))?;
+    Some(json!({
+        "type": kind, "code": code, "message": message,
+        "route": json["route"], "request_id": json["request_id"],
+    }))
+    .filter(|e: &Value| e["type"].is_string())
 }
 
 pub fn client() -> Client<HttpConnector, Full<Bytes>> {
