@@ -39,11 +39,21 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-fn python_has(module: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .status()
-        .is_ok_and(|s| s.success())
+/// How the SDKs are installed.
+const PIP: &str = "python3 -m pip install openai anthropic ollama google-genai";
+
+/// The Python modules of `modules` that cannot be imported.
+fn missing<'a>(modules: &[&'a str]) -> Vec<&'a str> {
+    modules
+        .iter()
+        .copied()
+        .filter(|module| {
+            !Command::new("python3")
+                .args(["-c", &format!("import {module}")])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect()
 }
 
 /// The openai SDK asks for base64 unless told otherwise; the upstream
@@ -52,12 +62,11 @@ fn python_has(module: &str) -> bool {
 /// figure; a list one vector short must reach it as a 502 error.
 #[tokio::test]
 async fn the_openai_sdk_accepts_a_normalized_embeddings_response() {
-    if !python_has("openai") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the openai package must be installed in CI (.ci/run)"
-        );
-        eprintln!("python3 -m pip install openai to run this test: skipped");
+    if !can_run(
+        "the_openai_sdk_accepts_a_normalized_embeddings_response",
+        &missing(&["openai"]),
+        PIP,
+    ) {
         return;
     }
     let vectors: [[f32; 3]; 2] = [[0.25, -1.5, 3.0], [0.5, 0.125, -0.75]];
@@ -195,16 +204,11 @@ async fn run_sdk(sdk: &'static str, base: String) -> Vec<serde_json::Value> {
 /// text, `None` for the malformed figure, the sound ones as sent.
 #[tokio::test]
 async fn the_generation_sdks_accept_normalized_answers_streamed_or_not() {
-    let missing: Vec<&str> = ["openai", "anthropic", "ollama"]
-        .into_iter()
-        .filter(|m| !python_has(m))
-        .collect();
-    if !missing.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{missing:?} must be installed in CI (.ci/run)"
-        );
-        eprintln!("python3 -m pip install {missing:?} to run this test: skipped");
+    if !can_run(
+        "the_generation_sdks_accept_normalized_answers_streamed_or_not",
+        &missing(&["openai", "anthropic", "ollama"]),
+        PIP,
+    ) {
         return;
     }
     let upstream = generation_upstream().await;
@@ -266,12 +270,11 @@ async fn the_generation_sdks_accept_normalized_answers_streamed_or_not() {
 /// own parser must accept the degraded answer.
 #[tokio::test]
 async fn the_openai_sdk_parses_a_degraded_answer() {
-    if !python_has("openai") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the openai package must be installed in CI (.ci/run)"
-        );
-        eprintln!("python3 -m pip install openai to run this test: skipped");
+    if !can_run(
+        "the_openai_sdk_parses_a_degraded_answer",
+        &missing(&["openai"]),
+        PIP,
+    ) {
         return;
     }
     let upstream = Upstream::start(|request| {

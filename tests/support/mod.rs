@@ -36,6 +36,26 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
+/// Whether a test can run: `false` (it then returns early) when a tool it
+/// drives is missing. The skip is written straight to the terminal, past
+/// the test harness's capture, so `cargo test` shows it; under `CI` a
+/// missing tool fails the test instead, since `.ci/run` installs it.
+pub fn can_run(test: &str, missing: &[&str], install: &str) -> bool {
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: {missing:?} must be installed in CI (.ci/run: {install})"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {missing:?} not installed ({install})"
+    );
+    false
+}
+
 /// Longest any single step of a test may take before it counts as a hang.
 pub const STEP: Duration = Duration::from_secs(10);
 
