@@ -29,6 +29,9 @@ fn reset(stream: tokio::net::TcpStream) {
 
 const FAST: &str = "timeout_ms = 600\nidle_timeout_ms = 300\nconnect_timeout_ms = 500";
 
+/// An inspected request: one embedding.
+const EMBED_ONE: &str = r#"{"model": "m", "input": "a"}"#;
+
 #[tokio::test]
 async fn a_closed_port_is_upstream_unreachable_with_the_remedy() {
     let port = closed_port();
@@ -132,7 +135,8 @@ async fn a_json_body_that_stalls_midway_is_a_timeout() {
             FAST,
         ),
     ));
-    get(&probity.url("/openai/v1/embeddings"))
+    // An inspected answer is read whole: a stall midway is still a 504.
+    post(&probity.url("/openai/v1/embeddings"), EMBED_ONE)
         .await
         .error(504, "upstream_timeout");
 }
@@ -156,7 +160,7 @@ async fn a_reset_mid_body_is_upstream_reset() {
             FAST,
         ),
     ));
-    let error = get(&probity.url("/openai/v1/embeddings"))
+    let error = post(&probity.url("/openai/v1/embeddings"), EMBED_ONE)
         .await
         .error(502, "upstream_reset");
     assert!(
@@ -188,13 +192,14 @@ async fn a_close_before_any_response_is_upstream_reset() {
 
 #[tokio::test]
 async fn a_response_over_the_limit_is_refused_declared_or_not() {
+    // Inspected answers (TEI's /embed) are held to judge them: bounded.
     let upstream = Upstream::start(|request| match request.target.as_str() {
-        "/declared" => Reply::json(200, vec![b' '; 2048]),
-        "/chunked" => Reply::stream(
+        "/declared/embed" => Reply::json(200, vec![b' '; 2048]),
+        "/chunked/embed" => Reply::stream(
             "application/json",
             (0..4).map(|_| part(Before::Now, vec![b' '; 600])).collect(),
         ),
-        _ => Reply::json(200, vec![b' '; 1000]),
+        _ => Reply::json(200, format!("[[0.5]]{}", " ".repeat(990))),
     })
     .await;
     let limits = "max_response_bytes = 1024";
@@ -203,8 +208,9 @@ async fn a_response_over_the_limit_is_refused_declared_or_not() {
         &route("tei", "/tei", &upstream.url(), "tei", limits),
     ));
 
-    for path in ["/tei/declared", "/tei/chunked"] {
-        let error = get(&probity.url(path))
+    let inputs = r#"{"inputs": ["a"]}"#;
+    for path in ["/tei/declared/embed", "/tei/chunked/embed"] {
+        let error = post(&probity.url(path), inputs)
             .await
             .error(502, "upstream_response_too_large");
         assert!(
@@ -212,7 +218,8 @@ async fn a_response_over_the_limit_is_refused_declared_or_not() {
             "{error}"
         );
     }
-    assert_eq!(get(&probity.url("/tei/small")).await.status, 200);
+    let small = post(&probity.url("/tei/small/embed"), inputs).await;
+    assert_eq!(small.status, 200, "{}", small.text());
     let sample = "probity_upstream_errors_total{route=\"tei\",kind=\"too_large\"}";
     assert_eq!(probity.metric(sample).await, Some(2.0));
 }
@@ -224,8 +231,8 @@ async fn a_request_over_the_limit_is_413_and_not_forwarded() {
         "max_request_bytes = 1024",
         &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
     ));
-    // Declared length.
-    let error = post(&probity.url("/ollama/api/show"), vec![b'x'; 4096])
+    // Declared length (an inspected endpoint: its request is held).
+    let error = post(&probity.url("/ollama/api/embed"), vec![b'x'; 4096])
         .await
         .error(413, "request_too_large");
     assert!(error["message"]
@@ -238,7 +245,7 @@ async fn a_request_over_the_limit_is_413_and_not_forwarded() {
         tx.send(Bytes::from(vec![b'y'; 600])).await.unwrap();
     }
     drop(tx);
-    let request = Request::post(probity.url("/ollama/api/show"))
+    let request = Request::post(probity.url("/ollama/api/embed"))
         .body(ReplyStream::from(rx))
         .unwrap();
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -249,7 +256,7 @@ async fn a_request_over_the_limit_is_413_and_not_forwarded() {
     assert_eq!(response.status(), 413);
     // Exactly at the limit passes.
     assert_eq!(
-        post(&probity.url("/ollama/api/show"), vec![b'z'; 1024])
+        post(&probity.url("/ollama/api/embed"), vec![b'z'; 1024])
             .await
             .status,
         200
@@ -355,6 +362,7 @@ async fn a_stream_reset_midway_is_ended_not_left_hanging() {
             FAST,
         ),
     ));
+    // Relayed as it comes (pulling a model is not inspected): cut.
     let request = Request::post(probity.url("/ollama/api/pull"))
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
@@ -392,14 +400,32 @@ async fn a_stream_over_the_limit_is_cut() {
             "max_response_bytes = 1000",
         ),
     ));
-    let request = Request::post(probity.url("/ollama/api/pull"))
+    // An inspected stream (Ollama's chat streams by default) is held to
+    // max_response_bytes, and ends with its own error line when over it.
+    let request = Request::post(probity.url("/ollama/api/chat"))
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
     let response = within("head", client().request(request)).await.unwrap();
     assert_eq!(response.status(), 200);
-    assert!(within("stream end", response.into_body().collect())
+    let body = within("stream end", response.into_body().collect())
         .await
-        .is_err());
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    let last = text.lines().last().unwrap_or_default();
+    let line: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert_eq!(line["type"], "upstream_response_too_large", "{last}");
+    // Not inspected (a model pull): relayed as it comes, bounded by none
+    // of probity's limits.
+    let request = Request::post(probity.url("/ollama/api/pull"))
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+    let response = within("head", client().request(request)).await.unwrap();
+    let body = within("pull", response.into_body().collect())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(body.len(), 3000);
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@
 //! - **stream**: SSE, NDJSON or any body of unknown length that is not JSON,
 //!   relayed frame by frame as it arrives ([`Relay`]), never buffered whole.
 
+mod body;
 mod headers;
 mod relay;
 
@@ -19,7 +20,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, ACCEPT_ENCODING, CONTENT_LENGTH};
 use http::header::{CONTENT_TYPE, EXPECT, HOST};
 use http::{request, response, HeaderMap, Request, Uri, Version};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -28,6 +29,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
 
+pub(crate) use body::UpstreamBody;
 pub use headers::remove_hop_by_hop;
 pub(crate) use headers::X_REQUEST_ID;
 pub(crate) use relay::Relay;
@@ -68,7 +70,7 @@ impl ForwardError {
     }
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
 
 /// How long and how much an upstream exchange may take.
 #[derive(Debug, Clone, Copy)]
@@ -207,9 +209,9 @@ pub(crate) fn upstream_request(
     upstream: &Upstream,
     client: &request::Parts,
     rest: &str,
-    body: Bytes,
+    body: UpstreamBody,
     request_id: &HeaderValue,
-) -> Result<Request<Full<Bytes>>, http::Error> {
+) -> Result<Request<UpstreamBody>, http::Error> {
     let uri = upstream.uri(rest, client.uri.query())?;
     let mut headers = client.headers.clone();
     remove_hop_by_hop(&mut headers);
@@ -232,7 +234,7 @@ pub(crate) fn upstream_request(
         // HTTP/2 toward the upstream is negotiated per connection; the request
         // itself is version-neutral.
         .version(Version::HTTP_11)
-        .body(Full::new(body))?;
+        .body(body)?;
     *request.headers_mut() = headers;
     Ok(request)
 }
@@ -248,7 +250,12 @@ pub(crate) enum Fetched {
 /// judged, never the upstream's `content-type` alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reading {
-    /// Not inspected: streams (by media type) relayed live, documents whole.
+    /// An endpoint probity does not inspect: relayed live whatever it is,
+    /// never held, and not bounded by `max_response_bytes` (which bounds
+    /// only what probity must hold to judge), as a plain reverse proxy does.
+    Passthrough,
+    /// Inspected, but what the request asked is unknown (it cannot be
+    /// read): streams (by media type) relayed live, documents whole.
     ByMedia,
     /// A JSON document was asked: a 2xx answer is read whole (within
     /// `max_response_bytes`) whatever its media type, and judged as that
@@ -263,7 +270,7 @@ pub(crate) enum Reading {
 /// read as `reading` says.
 pub(crate) async fn fetch(
     upstream: &Upstream,
-    request: Request<Full<Bytes>>,
+    request: Request<UpstreamBody>,
     reading: Reading,
 ) -> Result<Fetched, ForwardError> {
     let limits = upstream.limits;
@@ -282,7 +289,10 @@ pub(crate) async fn fetch(
     };
     let (parts, body) = response.into_parts();
 
-    let limit = limits.max_response_bytes;
+    let limit = match reading {
+        Reading::Passthrough => u64::MAX,
+        _ => limits.max_response_bytes,
+    };
     let declared = content_length(&parts.headers);
     if declared.is_some_and(|len| len > limit) {
         return Err(ForwardError::TooLarge {
@@ -294,7 +304,7 @@ pub(crate) async fn fetch(
     if is_live(&parts, reading) {
         // A stream's status line goes out with its first byte, so silence
         // before that byte can still be answered with a 504.
-        let relay = Relay::start(body, upstream, deadline).await?;
+        let relay = Relay::start(body, upstream, deadline, limit).await?;
         return Ok(Fetched::Stream(parts, relay));
     }
 
@@ -417,21 +427,17 @@ impl Media {
     }
 }
 
-/// Whether a response is relayed live rather than read whole. An inspected
-/// 2xx answer follows the request (see [`Reading`]); anything else follows
-/// its media type: streams live, JSON whole, and a body of unknown length
-/// that is neither live too unless it is inspected.
+/// Whether a response is relayed live rather than read whole. What probity
+/// does not inspect always is; an inspected 2xx answer follows the request
+/// (see [`Reading`]); anything else follows its media type: streams live,
+/// the rest whole.
 fn is_live(parts: &response::Parts, reading: Reading) -> bool {
     let media = Media::of(&parts.headers);
-    let inspected = reading != Reading::ByMedia;
     match (reading, parts.status.is_success()) {
+        (Reading::Passthrough, _) => true,
         (Reading::Document, true) => false,
         (Reading::Stream, true) => media != Media::Json,
-        _ => match media {
-            Media::Stream => true,
-            Media::Json => false,
-            Media::Other => !inspected && !parts.headers.contains_key(CONTENT_LENGTH),
-        },
+        _ => media == Media::Stream,
     }
 }
 
@@ -523,14 +529,17 @@ mod tests {
         assert!(is_live(&parts(200, &plain), Reading::Stream));
         assert!(is_live(&parts(200, &[]), Reading::Stream));
         assert!(!is_live(&parts(200, &json), Reading::Stream));
-        // Not inspected, or not a 2xx: by media type.
+        // The ask unknown, or not a 2xx: by media type.
         assert!(is_live(&parts(200, &sse), Reading::ByMedia));
-        assert!(is_live(&parts(200, &plain), Reading::ByMedia));
+        assert!(!is_live(&parts(200, &plain), Reading::ByMedia));
         assert!(!is_live(&parts(200, &json), Reading::ByMedia));
-        let sized = [("content-type", "text/plain"), ("content-length", "3")];
-        assert!(!is_live(&parts(200, &sized), Reading::ByMedia));
         assert!(is_live(&parts(500, &sse), Reading::Document));
         assert!(!is_live(&parts(500, &plain), Reading::Document));
+        // Not inspected: always live, whatever it is.
+        for headers in [&sse[..], &json, &plain, &[]] {
+            assert!(is_live(&parts(200, headers), Reading::Passthrough));
+            assert!(is_live(&parts(404, headers), Reading::Passthrough));
+        }
     }
 
     #[test]

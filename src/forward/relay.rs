@@ -39,6 +39,7 @@ impl Relay {
         mut body: Incoming,
         to: &Upstream,
         deadline: Instant,
+        limit: u64,
     ) -> Result<Self, ForwardError> {
         let limits = to.limits;
         let upstream = to.display.clone();
@@ -74,7 +75,7 @@ impl Relay {
             idle: Box::pin(sleep_until(Instant::now() + limits.idle_timeout)),
             idle_timeout: limits.idle_timeout,
             sent,
-            limit: limits.max_response_bytes,
+            limit,
             upstream,
             done,
         };

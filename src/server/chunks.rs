@@ -19,7 +19,7 @@ use super::finish::{finish, Findings, Verbatim};
 use crate::batch::{self, BatchSpec, Part};
 use crate::contract::SchemaCache;
 use crate::error::ProxyError;
-use crate::forward::{self, Fetched, Reading, Relay};
+use crate::forward::{self, Fetched, Reading, Relay, UpstreamBody};
 use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
@@ -54,16 +54,12 @@ pub(super) async fn send(
     bodies: Vec<Bytes>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
-    let Some(endpoint) = call.endpoint else {
-        return Err(ProxyError::Internal {
-            what: "a batch was split for an endpoint that is not inspected".into(),
-        });
-    };
+    let endpoint = call.endpoint;
     telemetry::chunked(&call.route.name);
     let mut requests = Vec::with_capacity(bodies.len());
     for body in bodies {
         requests.push((
-            call.upstream_request(body.clone(), &record.request_id)?,
+            call.upstream_request(body.clone().into(), &record.request_id)?,
             body,
         ));
     }
@@ -83,7 +79,7 @@ pub(super) async fn send(
 async fn gather(
     call: &Call<'_>,
     endpoint: &'static Endpoint,
-    requests: Vec<(http::Request<http_body_util::Full<Bytes>>, Bytes)>,
+    requests: Vec<(http::Request<UpstreamBody>, Bytes)>,
 ) -> Result<Vec<Answer>, Failure> {
     let limit = call.route.max_chunk_concurrency.max(1);
     let total = requests.len();
@@ -264,7 +260,7 @@ fn json_headers() -> HeaderMap {
 async fn fetch(
     route: &Route,
     endpoint: &'static Endpoint,
-    request: http::Request<http_body_util::Full<Bytes>>,
+    request: http::Request<UpstreamBody>,
     body: Bytes,
 ) -> Result<Answer, Failure> {
     let (parts, bytes) = match forward::fetch(&route.upstream, request, Reading::Document).await {

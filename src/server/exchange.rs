@@ -38,7 +38,9 @@ use super::request_id::request_id;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
-use crate::forward::{self, remove_hop_by_hop, Fetched, Reading, Relay, X_REQUEST_ID};
+use crate::forward::{
+    self, remove_hop_by_hop, Fetched, Reading, Relay, UpstreamBody, X_REQUEST_ID,
+};
 use crate::inspect::{self, Asked, Contracts, Endpoint, Envelope, Exchange, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
@@ -96,13 +98,16 @@ async fn exchange(
     record.route = Some(route.name.clone());
     record.envelope = route.dialect.error_envelope();
     record.retry_invalid = route.retry_invalid;
-    let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
     let path = route.upstream.path(matched.rest);
     let endpoint = match parts.method {
         Method::POST => route.dialect.endpoint(&path),
         _ => None,
     };
     injected_panic("exchange", &record.request_id);
+    let Some(endpoint) = endpoint else {
+        return passthrough(route, &parts, matched.rest, body, record).await;
+    };
+    let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
     let call = Call {
         shared,
         route,
@@ -117,10 +122,41 @@ async fn exchange(
         return chunks::send(&call, spec, bodies, record).await;
     }
 
-    let upstream_request = call.upstream_request(body.clone(), &record.request_id)?;
+    let upstream_request = call.upstream_request(body.clone().into(), &record.request_id)?;
     match forward::fetch(&route.upstream, upstream_request, call.reading()).await? {
         Fetched::Whole(upstream, bytes) => call.whole(upstream, bytes, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
+    }
+}
+
+/// An endpoint the route's dialect does not inspect (a file upload, a
+/// model list, a download): streamed through both ways as it arrives, as a
+/// plain reverse proxy does, never held and bounded by no body limit of
+/// probity's (those bound only what it must hold to judge).
+async fn passthrough(
+    route: &Route,
+    client: &request::Parts,
+    rest: &str,
+    body: Incoming,
+    record: &mut RequestRecord,
+) -> Result<Response<Payload>, ProxyError> {
+    let body = UpstreamBody::Streaming(body);
+    let request =
+        forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
+            .map_err(cannot_build)?;
+    let (upstream, payload) =
+        match forward::fetch(&route.upstream, request, Reading::Passthrough).await? {
+            Fetched::Stream(upstream, relay) => (upstream, Payload::Stream(relay)),
+            Fetched::Whole(upstream, bytes) => (upstream, Payload::Whole(Some(bytes))),
+        };
+    record.upstream_status = Some(upstream.status);
+    Ok(respond(upstream, &record.request_id, payload))
+}
+
+/// An upstream request that cannot be built is probity's own fault.
+fn cannot_build(err: http::Error) -> ProxyError {
+    ProxyError::Internal {
+        what: format!("cannot build the upstream request ({err})"),
     }
 }
 
@@ -134,32 +170,32 @@ pub(super) struct Call<'a> {
     /// The path sent upstream.
     pub(crate) path: &'a str,
     pub(crate) body: &'a Bytes,
-    /// The endpoint, when the route's dialect inspects this request.
-    pub(crate) endpoint: Option<&'static Endpoint>,
+    /// The endpoint the route's dialect inspects.
+    pub(crate) endpoint: &'static Endpoint,
 }
 
 impl Call<'_> {
     /// A batch larger than the route's `max_batch_inputs`, split.
     fn chunks(&self) -> Option<(crate::batch::BatchSpec, Vec<Bytes>)> {
         let max = self.route.max_batch_inputs?;
-        let spec = self.endpoint?.batch?;
+        let spec = self.endpoint.batch?;
         crate::batch::split(self.body, &spec, max).map(|bodies| (spec, bodies))
     }
 
     /// How the answer is read: as the request asked, when it is inspected.
     fn reading(&self) -> Reading {
-        match self.endpoint.map(|e| e.asked(self.body)) {
-            None | Some(Asked::Unknown) => Reading::ByMedia,
-            Some(Asked::Document) => Reading::Document,
-            Some(Asked::Stream) => Reading::Stream,
+        match self.endpoint.asked(self.body) {
+            Asked::Unknown => Reading::ByMedia,
+            Asked::Document => Reading::Document,
+            Asked::Stream => Reading::Stream,
         }
     }
 
     pub(super) fn upstream_request(
         &self,
-        body: Bytes,
+        body: UpstreamBody,
         request_id: &HeaderValue,
-    ) -> Result<Request<http_body_util::Full<Bytes>>, ProxyError> {
+    ) -> Result<Request<UpstreamBody>, ProxyError> {
         forward::upstream_request(
             &self.route.upstream,
             self.client,
@@ -167,9 +203,7 @@ impl Call<'_> {
             body,
             request_id,
         )
-        .map_err(|err| ProxyError::Internal {
-            what: format!("cannot build the upstream request ({err})"),
-        })
+        .map_err(cannot_build)
     }
 
     pub(super) fn contracts(&self) -> Contracts<'_> {
@@ -196,20 +230,17 @@ impl Call<'_> {
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, ProxyError> {
         record.upstream_status = Some(upstream.status);
-        let verdict = match self.endpoint {
-            None => Verdict::Unchecked,
-            Some(endpoint) => inspect::inspect(
-                endpoint,
-                &Exchange {
-                    method: &self.client.method,
-                    request_body: self.body,
-                    status: upstream.status,
-                    response_headers: &upstream.headers,
-                    response_body: &bytes,
-                },
-                &self.contracts(),
-            ),
-        };
+        let verdict = inspect::inspect(
+            self.endpoint,
+            &Exchange {
+                method: &self.client.method,
+                request_body: self.body,
+                status: upstream.status,
+                response_headers: &upstream.headers,
+                response_body: &bytes,
+            },
+            &self.contracts(),
+        );
         let verbatim = |upstream: &response::Parts| Verbatim {
             status: upstream.status,
             headers: upstream.headers.clone(),
@@ -276,14 +307,10 @@ impl Call<'_> {
         record: &mut RequestRecord,
     ) -> Response<Payload> {
         record.upstream_status = Some(upstream.status);
-        let judge = match self.endpoint {
-            Some(endpoint) if upstream.status.is_success() => Some(inspect::stream_judge(
-                endpoint,
-                self.body,
-                &self.contracts(),
-            )),
-            _ => None,
-        };
+        let judge = upstream
+            .status
+            .is_success()
+            .then(|| inspect::stream_judge(self.endpoint, self.body, &self.contracts()));
         let payload = match judge {
             None => Payload::Stream(relay),
             Some(Err(reason)) => {
