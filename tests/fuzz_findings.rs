@@ -30,6 +30,26 @@ use tokio::net::TcpStream;
 
 // ---------------------------------------------------------------- helpers
 
+/// What a body with the figure `"key":value` becomes: itself when the value
+/// is sound, else the value nulled and the pointer listed.
+fn judged(
+    body: &str,
+    key: &str,
+    value: &str,
+    sound: bool,
+    pointer: &str,
+) -> (String, Option<String>) {
+    if sound {
+        return (body.to_string(), None);
+    }
+    let nulled = body.replacen(
+        &format!(r#""{key}":{value}"#),
+        &format!(r#""{key}":null"#),
+        1,
+    );
+    (nulled, Some(pointer.to_string()))
+}
+
 const CHAT: &str = "/openai/v1/chat/completions";
 const EMBEDDINGS: &str = "/openai/v1/embeddings";
 const CHAT_REQUEST: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
@@ -1310,18 +1330,13 @@ async fn grammar_cases(
         )
         .await
         .got;
-        let (want_body, want_header) = if *sound {
-            (body.clone(), None)
-        } else {
-            (
-                body.replacen(
-                    &format!(r#""prompt_tokens":{value}"#),
-                    r#""prompt_tokens":null"#,
-                    1,
-                ),
-                Some("/usage/prompt_tokens".to_string()),
-            )
-        };
+        let (want_body, want_header) = judged(
+            &body,
+            "prompt_tokens",
+            value,
+            *sound,
+            "/usage/prompt_tokens",
+        );
         let found_header = header(&got, "probity-normalized");
         if got.status != 200 || got.text() != want_body || found_header != want_header {
             failures.push(format!(
@@ -1382,18 +1397,13 @@ async fn grammar_cohere_number_figures() {
         let got = post_with(&probity.url("/cohere/v2/embed"), request, &[])
             .await
             .got;
-        let (want_body, want_header) = if sound {
-            (body.clone(), None)
-        } else {
-            (
-                body.replacen(
-                    &format!(r#""input_tokens":{value}"#),
-                    r#""input_tokens":null"#,
-                    1,
-                ),
-                Some("/meta/billed_units/input_tokens".to_string()),
-            )
-        };
+        let (want_body, want_header) = judged(
+            &body,
+            "input_tokens",
+            value,
+            sound,
+            "/meta/billed_units/input_tokens",
+        );
         let found_header = header(&got, "probity-normalized");
         if got.status != 200 || got.text() != want_body || found_header != want_header {
             failures.push(format!(
