@@ -10,6 +10,7 @@
 
 mod anthropic;
 mod cohere;
+mod gemini;
 mod jina;
 mod ollama;
 mod openai;
@@ -44,6 +45,7 @@ const DIALECTS: &[&dyn Dialect] = &[
     &tei::Tei,
     &voyage::Voyage,
     &anthropic::Anthropic,
+    &gemini::Gemini,
     &passthrough::Passthrough,
 ];
 
