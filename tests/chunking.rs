@@ -426,3 +426,91 @@ async fn a_batch_within_the_limit_is_sent_as_is() {
     assert_eq!(got.header("probity-capture"), None);
     assert_eq!(calls.lock().unwrap().inputs.len(), 1);
 }
+
+/// Gemini's batchEmbedContents: `requests` split into calls of at most 100
+/// (Google refuses more), `embeddings` stitched in order without an index,
+/// `usageMetadata` summed only when every call reported it well-formed.
+#[tokio::test]
+async fn gemini_batches_split_on_requests_and_stitch_embeddings() {
+    let calls = Arc::new(Mutex::new(Calls::default()));
+    let seen = calls.clone();
+    let upstream = Upstream::start(move |request| {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let requests = body["requests"].as_array().unwrap();
+        if requests.len() > 100 {
+            return Reply::json(
+                400,
+                r#"{"error": {"code": 400, "message": "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch\n", "status": "INVALID_ARGUMENT"}}"#,
+            );
+        }
+        let texts: Vec<String> = requests
+            .iter()
+            .map(|r| r["content"]["parts"][0]["text"].as_str().unwrap().to_string())
+            .collect();
+        let n = {
+            let mut calls = seen.lock().unwrap();
+            calls.inputs.push(texts.clone());
+            calls.inputs.len()
+        };
+        let embeddings: Vec<String> = texts
+            .iter()
+            .map(|t| format!(r#"{{"values": [{}, 0.5, -0.25]}}"#, &t[1..]))
+            .collect();
+        // The second call (in arrival order) stringifies its prompt count.
+        let prompt = if n == 2 {
+            format!("\"{}\"", texts.len())
+        } else {
+            texts.len().to_string()
+        };
+        Reply::json(
+            200,
+            format!(
+                r#"{{"embeddings": [{}], "usageMetadata": {{"promptTokenCount": {prompt}, "totalTokenCount": {}}}}}"#,
+                embeddings.join(", "),
+                texts.len()
+            ),
+        )
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route(
+            "gemini",
+            "/gemini",
+            &upstream.url(),
+            "gemini",
+            "max_batch_inputs = 100\n",
+        ),
+    ));
+    let requests: Vec<serde_json::Value> = batch(250)
+        .into_iter()
+        .map(|t| {
+            serde_json::json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": t}]}, "outputDimensionality": 3})
+        })
+        .collect();
+    let got = post(
+        &probity.url("/gemini/v1beta/models/gemini-embedding-001:batchEmbedContents"),
+        serde_json::json!({ "requests": requests }).to_string(),
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let mut sizes: Vec<usize> = calls.lock().unwrap().inputs.iter().map(Vec::len).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [50, 100, 100]);
+    let body = got.json();
+    let embeddings = body["embeddings"].as_array().unwrap();
+    assert_eq!(embeddings.len(), 250);
+    for (i, item) in embeddings.iter().enumerate() {
+        assert_eq!(item["values"][0], i, "vectors in input order");
+        assert!(item.get("index").is_none(), "no index is invented");
+    }
+    assert_eq!(
+        body["usageMetadata"],
+        serde_json::json!({"promptTokenCount": null, "totalTokenCount": 250}),
+        "a malformed count in one call is null, never a partial sum"
+    );
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usageMetadata/promptTokenCount")
+    );
+}

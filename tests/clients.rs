@@ -341,3 +341,138 @@ required = true
         "{reason}"
     );
 }
+
+/// A fake Gemini: `batchEmbedContents`, `generateContent` and
+/// `streamGenerateContent?alt=sse`, each answer sound unless the request
+/// says "malformed", in which case one count is malformed.
+async fn gemini_upstream() -> Upstream {
+    Upstream::start(|request| {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let malformed = String::from_utf8_lossy(&request.body).contains("malformed");
+        let target = request.target.as_str();
+        if target.ends_with("/models/gemini-embedding-001:batchEmbedContents") {
+            let requests = body["requests"].as_array().cloned().unwrap_or_default();
+            let embeddings: Vec<String> = (0..requests.len())
+                .map(|i| format!(r#"{{"values": [{i}.25, -0.5, 0.125]}}"#))
+                .collect();
+            let tokens = 3 * requests.len();
+            let prompt = if malformed { "-6".to_string() } else { tokens.to_string() };
+            return Reply::json(
+                200,
+                format!(
+                    r#"{{"embeddings": [{}], "usageMetadata": {{"promptTokenCount": {prompt}, "totalTokenCount": {tokens}}}}}"#,
+                    embeddings.join(", ")
+                ),
+            );
+        }
+        if target.ends_with("/models/gemini-2.5-flash:generateContent") {
+            let prompt = if malformed { r#""3""# } else { "3" };
+            return Reply::json(
+                200,
+                format!(
+                    r#"{{"candidates": [{{"content": {{"parts": [{{"text": "Hello! How can I help you today?"}}], "role": "model"}}, "finishReason": "STOP", "index": 0}}], "usageMetadata": {{"promptTokenCount": {prompt}, "candidatesTokenCount": 9, "totalTokenCount": 31, "promptTokensDetails": [{{"modality": "TEXT", "tokenCount": 3}}], "thoughtsTokenCount": 19}}, "modelVersion": "gemini-2.5-flash", "responseId": "mAitaLmkHPPlz7IPvtfUqQ4"}}"#
+                ),
+            );
+        }
+        if target.ends_with("/models/gemini-2.5-flash:streamGenerateContent?alt=sse") {
+            let output = if malformed { "9.5" } else { "9" };
+            // Asked to break: the second chunk names a candidate never asked for.
+            let index = if String::from_utf8_lossy(&request.body).contains("broken") { 3 } else { 0 };
+            let text = format!(
+                "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Hello!\"}}],\"role\": \"model\"}},\"index\": 0}}],\"usageMetadata\": {{\"promptTokenCount\": 3,\"totalTokenCount\": 3}},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"xG6taPGmLqK2z7IPpqaXsAg\"}}\r\n\r\n\
+                 data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \" How can I help?\"}}],\"role\": \"model\"}},\"finishReason\": \"STOP\",\"index\": {index}}}],\"usageMetadata\": {{\"promptTokenCount\": 3,\"candidatesTokenCount\": {output},\"totalTokenCount\": 31,\"thoughtsTokenCount\": 19}},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"xG6taPGmLqK2z7IPpqaXsAg\"}}\r\n\r\n"
+            );
+            return Reply::stream("text/event-stream", vec![part(Before::Now, text)]);
+        }
+        Reply::json(
+            404,
+            format!(r#"{{"error": {{"code": 404, "message": "no {target}", "status": "NOT_FOUND"}}}}"#),
+        )
+    })
+    .await
+}
+
+/// The google-genai SDK through probity: embeddings (which it always sends
+/// to `batchEmbedContents`, one content or several), `generate_content`
+/// and `generate_content_stream`. Sound answers reach the app unchanged;
+/// a malformed count reaches it as `None`, with no exception.
+#[tokio::test]
+async fn the_google_genai_sdk_accepts_sound_and_normalized_answers() {
+    if !can_run(
+        "the_google_genai_sdk_accepts_sound_and_normalized_answers",
+        &missing(&["google.genai"]),
+        PIP,
+    ) {
+        return;
+    }
+    let upstream = gemini_upstream().await;
+    let probity = Probity::start(&config(
+        "",
+        &route(
+            "gemini",
+            "/gemini",
+            &format!("{}/gemini", upstream.url()),
+            "gemini",
+            "",
+        ),
+    ));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/gemini.py");
+    let url = probity.url("/gemini");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(script)
+            .env("PROBE_BASE_URL", url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let usage = |input: serde_json::Value, output: serde_json::Value, total| serde_json::json!({"input": input, "output": output, "total": total});
+    let null = serde_json::Value::Null;
+    assert_eq!(seen[0]["vectors"], serde_json::json!([[0.25, -0.5, 0.125]]));
+    assert_eq!(seen[0]["usage"], usage(3.into(), null.clone(), 3));
+    assert_eq!(
+        seen[1]["vectors"],
+        serde_json::json!([[0.25, -0.5, 0.125], [1.25, -0.5, 0.125]])
+    );
+    assert_eq!(seen[1]["usage"], usage(6.into(), null.clone(), 6));
+    assert_eq!(seen[2]["vectors"], seen[1]["vectors"]);
+    assert_eq!(seen[2]["usage"], usage(null.clone(), null.clone(), 6));
+    let hello = "Hello! How can I help you today?";
+    assert_eq!(seen[3]["text"], hello);
+    assert_eq!(seen[3]["usage"], usage(3.into(), 9.into(), 31));
+    assert_eq!(seen[3]["id"], "mAitaLmkHPPlz7IPvtfUqQ4");
+    assert_eq!(seen[4]["text"], "Hello! How can I help?");
+    assert_eq!(seen[4]["usage"], usage(3.into(), 9.into(), 31));
+    assert_eq!(seen[5]["text"], hello);
+    assert_eq!(seen[5]["usage"], usage(null.clone(), 9.into(), 31));
+    assert_eq!(seen[6]["text"], "Hello! How can I help?");
+    assert_eq!(seen[6]["usage"], usage(3.into(), null, 31));
+    assert_eq!(
+        seen[7],
+        serde_json::json!({"text": "Hello!", "error": 502, "status": "UNAVAILABLE", "reason": "choice_index_invalid"}),
+        "a broken stream ends in an error the SDK raises as its own"
+    );
+
+    let requests = upstream.requests();
+    let paths: Vec<&str> = requests.iter().map(|r| r.target.as_str()).collect();
+    assert!(
+        paths[..3]
+            .iter()
+            .all(|p| p.ends_with(":batchEmbedContents")),
+        "the SDK embeds through batchEmbedContents: {paths:?}"
+    );
+    assert!(requests
+        .iter()
+        .all(|r| r.header("x-goog-api-key") == Some("unused")));
+}

@@ -46,7 +46,9 @@ use serde_json::Value;
 use support::fixtures::*;
 use support::*;
 
-const DIALECTS: [&str; 6] = ["openai", "ollama", "cohere", "jina", "tei", "voyage"];
+const DIALECTS: [&str; 7] = [
+    "openai", "ollama", "cohere", "jina", "tei", "voyage", "gemini",
+];
 
 const INVARIANTS: [&str; 14] = [
     "invalid_json",
@@ -116,6 +118,11 @@ const JINA: Figures = &[
     ("/usage/prompt_tokens", Count),
 ];
 const VOYAGE: Figures = &[("/usage/total_tokens", Count)];
+/// Gemini's embedding answers, when they carry `usageMetadata`.
+const GEMINI: Figures = &[
+    ("/usageMetadata/promptTokenCount", Count),
+    ("/usageMetadata/totalTokenCount", Count),
+];
 const TEI_HEADERS: &[&str] = &[
     "x-compute-tokens",
     "x-compute-characters",
@@ -151,6 +158,9 @@ fn table(dialect: &str, endpoint: &str) -> Option<Table> {
             headers: TEI_HEADERS,
         }),
         ("voyage", "/v1/embeddings" | "/v1/rerank") => body(VOYAGE),
+        ("gemini", e) if e.ends_with(":embedContent") || e.ends_with(":batchEmbedContents") => {
+            body(GEMINI)
+        }
         _ => None,
     }
 }
@@ -1090,6 +1100,16 @@ async fn voyage_figure_mutations() {
 }
 
 #[tokio::test]
+async fn gemini_fixtures() {
+    run_fixtures("gemini").await;
+}
+
+#[tokio::test]
+async fn gemini_figure_mutations() {
+    run_mutations("gemini").await;
+}
+
+#[tokio::test]
 async fn captures_are_listed_newest_first_and_only_for_rewrites() {
     let bench = Bench::start().await;
     let cases = [
@@ -1191,6 +1211,7 @@ fn required_invariants(dialect: &str) -> Vec<&'static str> {
             all.extend(rerank);
             all.push("rerank_document_invalid");
         }
+        "gemini" => all.push("embedding_item_invalid"),
         _ => unreachable!(),
     }
     all
@@ -1343,6 +1364,11 @@ fn the_figure_mutations_cover_every_figure_of_every_dialect() {
         ("tei", "/v1/embeddings"),
         ("voyage", "/v1/embeddings"),
         ("voyage", "/v1/rerank"),
+        ("gemini", "/v1beta/models/gemini-embedding-001:embedContent"),
+        (
+            "gemini",
+            "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+        ),
     ];
     // Figures these providers never send, so no valid case has them.
     let never_sent = [

@@ -1,5 +1,6 @@
 //! Output contracts over real sockets: the verdict headers, the metric, the
-//! capture, and the degraded answer, for Ollama, OpenAI and Anthropic.
+//! capture, and the degraded answer, for Ollama, OpenAI, Anthropic and
+//! Gemini.
 
 // Tests and benches fail loudly: the request-path lints do not apply.
 #![allow(
@@ -327,6 +328,124 @@ async fn a_streamed_answer_gets_its_verdict_before_the_stream_ends() {
     let sample =
         r#"probity_model_invalid_output_total{task="grounded_answer",reason="citation_missing"}"#;
     assert_eq!(metric_value(&metrics, sample), Some(1.0));
+}
+
+/// A Gemini answer: one candidate with this text part (after a thought
+/// part, which is not the answer).
+fn gemini_answer(text: &str, finish: &str) -> String {
+    serde_json::json!({
+        "candidates": [{"content": {"parts": [
+            {"text": "**Labelling**\n\nThe message sells pills.", "thought": true},
+            {"text": text}
+        ], "role": "model"}, "finishReason": finish, "index": 0}],
+        "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 12, "totalTokenCount": 90, "thoughtsTokenCount": 48},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "mAitaLmkHPPlz7IPvtfUqQ4"
+    })
+    .to_string()
+}
+
+/// Gemini's JSON mode: `responseJsonSchema` is a JSON Schema, and
+/// `responseSchema` (Google's OpenAPI subset, upper-case type names) is
+/// judged as its JSON Schema translation. The answer is the text part,
+/// thoughts left out; `MAX_TOKENS` is truncation, a blocked prompt a
+/// refusal; a stream's verdict is counted (no comment: google-genai reads
+/// every non-`data:` line as JSON).
+#[tokio::test]
+async fn gemini_json_mode_answers_are_checked() {
+    let upstream = Upstream::start(|request| {
+        let body = String::from_utf8_lossy(&request.body).to_string();
+        if request.target.contains(":streamGenerateContent") {
+            let chunk = |text: &str| {
+                format!(
+                    "data: {}\r\n\r\n",
+                    serde_json::json!({"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}]})
+                )
+            };
+            return Reply::stream(
+                "text/event-stream",
+                vec![
+                    part(Before::Now, chunk("{\"label\": ")),
+                    part(Before::Now, chunk("\"maybe\"}")),
+                ],
+            );
+        }
+        let reply = if body.contains("wrong label") {
+            gemini_answer("{\"label\": \"maybe\"}", "STOP")
+        } else if body.contains("cut") {
+            gemini_answer("{\"label\": \"sp", "MAX_TOKENS")
+        } else if body.contains("blocked") {
+            serde_json::json!({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}}).to_string()
+        } else {
+            gemini_answer("{\"label\": \"spam\"}", "STOP")
+        };
+        Reply::json(200, reply)
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route("gemini", "/gemini", &upstream.url(), "gemini", ""),
+    ));
+    let google = serde_json::json!({"type": "OBJECT", "properties": {"label": {"type": "STRING", "enum": ["spam", "ham"]}}, "required": ["label"], "propertyOrdering": ["label"]});
+    let json_schema = serde_json::json!({"type": "object", "properties": {"label": {"enum": ["spam", "ham"]}}, "required": ["label"]});
+    let request = |what: &str, schema: (&str, &serde_json::Value)| {
+        serde_json::json!({
+            "contents": [{"role": "user", "parts": [{"text": what}]}],
+            "generationConfig": {"responseMimeType": "application/json", schema.0: schema.1}
+        })
+        .to_string()
+    };
+    let generate = probity.url("/gemini/v1beta/models/gemini-2.5-flash:generateContent");
+    for schema in [
+        ("responseSchema", &google),
+        ("responseJsonSchema", &json_schema),
+    ] {
+        for (what, reasons) in [
+            ("wrong label", Some("enum_violation")),
+            ("cut", Some("invalid_json,truncated")),
+            ("blocked", Some("invalid_json,refusal")),
+            ("fine", None),
+        ] {
+            let got = post(&generate, request(what, schema)).await;
+            assert_eq!(got.status, 200, "{what}");
+            assert_eq!(
+                got.header("probity-output-reason"),
+                reasons,
+                "{what} {}",
+                schema.0
+            );
+            let verdict = if reasons.is_some() {
+                "invalid"
+            } else {
+                "valid"
+            };
+            assert_eq!(got.header("probity-output"), Some(verdict), "{what}");
+        }
+    }
+    // Without JSON mode: no verdict.
+    let plain = serde_json::json!({"contents": [{"parts": [{"text": "fine"}]}]}).to_string();
+    assert_eq!(post(&generate, plain).await.header("probity-output"), None);
+
+    let stream =
+        probity.url("/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+    let got = post(
+        &stream,
+        request("stream", ("responseJsonSchema", &json_schema)),
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    assert!(!got.text().contains(": probity"), "{}", got.text());
+    let sample = r#"probity_model_invalid_output_total{task="gemini_generate_content",reason="enum_violation"}"#;
+    let mut counted = None;
+    for _ in 0..50 {
+        let metrics = get(&probity.admin_url("/metrics")).await.text();
+        counted = metric_value(&metrics, sample);
+        if counted == Some(3.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(counted, Some(3.0), "two whole answers and the stream");
 }
 
 #[test]

@@ -547,3 +547,44 @@ async fn each_request_logs_one_line_without_query_or_credentials() {
         assert!(!text.contains(secret), "{secret} reached the logs");
     }
 }
+
+/// Gemini takes its key in `x-goog-api-key`, with no prefix: a configured
+/// key replaces the client's there and in every other credential header.
+/// A `?key=` query parameter is no header: it passes on as sent.
+#[tokio::test]
+async fn a_gemini_key_goes_in_x_goog_api_key() {
+    let upstream = Upstream::json(b"{}").await;
+    let probity = Probity::start_with_env(
+        &config(
+            "",
+            &route(
+                "gemini",
+                "/gemini",
+                &upstream.url(),
+                "gemini",
+                "api_key_env = \"TEST_GEMINI_KEY\"",
+            ),
+        ),
+        &[("TEST_GEMINI_KEY", "AIzaREALKEY789")],
+    );
+    let request = Request::post(
+        probity.url("/gemini/v1beta/models/gemini-2.5-flash:countTokens?key=client-query-key"),
+    )
+    .header("x-goog-api-key", "client-goog-key")
+    .header("authorization", "Bearer sk-client-DUMMY")
+    .body(Full::new(Bytes::from_static(b"{}")))
+    .unwrap();
+    send(request).await;
+    let seen = upstream.requests().pop().unwrap();
+    assert_eq!(seen.header("x-goog-api-key"), Some("AIzaREALKEY789"));
+    assert_eq!(seen.header("authorization"), None);
+    assert!(
+        seen.target.ends_with("?key=client-query-key"),
+        "{}",
+        seen.target
+    );
+    let logs = probity.log_text();
+    for secret in ["AIzaREALKEY789", "client-goog-key", "client-query-key"] {
+        assert!(!logs.contains(secret), "a credential reached the logs");
+    }
+}

@@ -1,6 +1,6 @@
 //! Generation conformance over real sockets, driven by fixtures: chat,
-//! completions, Ollama chat/generate and Anthropic messages, streamed and
-//! not, against recorded upstream bodies; the figure mutations generated
+//! completions, Ollama chat/generate, Anthropic messages and Gemini
+//! generateContent / streamGenerateContent, streamed and not, against recorded upstream bodies; the figure mutations generated
 //! from every valid one; and every stream served again cut at awkward
 //! offsets.
 //!
@@ -64,7 +64,7 @@ use support::*;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-const DIALECTS: [&str; 3] = ["openai", "ollama", "anthropic"];
+const DIALECTS: [&str; 4] = ["openai", "ollama", "anthropic", "gemini"];
 
 const INVARIANTS: [&str; 8] = [
     "invalid_json",
@@ -137,6 +137,17 @@ const ANTHROPIC_DELTA: Figures = &[
     ("/usage/server_tool_use/*", Count, None),
 ];
 
+/// Gemini's `GenerateContentResponse`, whole or one streamed chunk.
+const GEMINI: Figures = &[
+    ("/responseId", Id, None),
+    ("/usageMetadata/promptTokenCount", Count, Some("input")),
+    ("/usageMetadata/candidatesTokenCount", Count, Some("output")),
+    ("/usageMetadata/totalTokenCount", Count, Some("total")),
+    ("/usageMetadata/thoughtsTokenCount", Count, None),
+    ("/usageMetadata/cachedContentTokenCount", Count, None),
+    ("/usageMetadata/toolUsePromptTokenCount", Count, None),
+];
+
 /// The checked endpoints.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Api {
@@ -147,6 +158,11 @@ enum Api {
     OllamaChat,
     OllamaGenerate,
     Messages,
+    /// Gemini `…:generateContent`.
+    GeminiGenerate,
+    /// Gemini `…:streamGenerateContent`: SSE, or (without `alt=sse`) one
+    /// JSON array of chunks, read whole.
+    GeminiStream,
 }
 
 fn api(dialect: &str, endpoint: &str) -> Option<Api> {
@@ -156,6 +172,8 @@ fn api(dialect: &str, endpoint: &str) -> Option<Api> {
         ("ollama", "/api/chat") => Some(Api::OllamaChat),
         ("ollama", "/api/generate") => Some(Api::OllamaGenerate),
         ("anthropic", "/v1/messages") => Some(Api::Messages),
+        ("gemini", e) if e.ends_with(":generateContent") => Some(Api::GeminiGenerate),
+        ("gemini", e) if e.ends_with(":streamGenerateContent") => Some(Api::GeminiStream),
         _ => None,
     }
 }
@@ -165,6 +183,7 @@ fn table(api: Api) -> Figures {
         Api::Chat | Api::Completions => OPENAI,
         Api::OllamaChat | Api::OllamaGenerate => OLLAMA,
         Api::Messages => ANTHROPIC,
+        Api::GeminiGenerate | Api::GeminiStream => GEMINI,
     }
 }
 
@@ -563,6 +582,18 @@ fn judge(text: &[u8], prefix: &str, table: Figures) -> Judged {
 /// for `/v1/completions` (a string or `int[]` is one, an array of strings or
 /// of `int[]` its length, none is one).
 fn choices_asked(api: Api, request: &Value) -> u64 {
+    if matches!(api, Api::GeminiGenerate | Api::GeminiStream) {
+        // `generationConfig.candidateCount`, or its proto name.
+        let config = match &request["generationConfig"] {
+            Value::Null => &request["generation_config"],
+            config => config,
+        };
+        let count = match &config["candidateCount"] {
+            Value::Null => &config["candidate_count"],
+            count => count,
+        };
+        return count.as_u64().unwrap_or(1);
+    }
     let n = request["n"].as_u64().unwrap_or(1);
     if api != Api::Completions {
         return n;
@@ -579,6 +610,19 @@ fn choices_asked(api: Api, request: &Value) -> u64 {
 
 /// The payload invariant a whole response breaks, if any.
 fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> {
+    if api == Api::GeminiStream {
+        // Without `alt=sse`: an array of chunks, each judged as a streamed
+        // chunk. A single object is a whole answer.
+        if let Some(chunks) = root.as_array() {
+            for chunk in chunks {
+                let chunk = chunk.as_object().ok_or("payload_missing")?;
+                if !chunk.contains_key("error") {
+                    gemini_candidates(chunk, choices_asked(api, request))?;
+                }
+            }
+            return Ok(());
+        }
+    }
     let root = root.as_object().ok_or("payload_missing")?;
     match api {
         Api::Chat | Api::Completions => {
@@ -607,6 +651,13 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
             }
         }
         Api::OllamaChat | Api::OllamaGenerate => ollama_line(api, root)?,
+        Api::GeminiGenerate | Api::GeminiStream => {
+            // A blocked prompt has no candidates, but `promptFeedback`.
+            let candidates = gemini_candidates(root, choices_asked(api, request))?;
+            if !candidates && root.get("promptFeedback").is_none_or(Value::is_null) {
+                return Err("payload_missing");
+            }
+        }
         Api::Messages => {
             let content = root
                 .get("content")
@@ -623,6 +674,44 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
         }
     }
     Ok(())
+}
+
+/// Gemini's `candidates`, when present (not `null`): an array of at most
+/// `asked` objects, each `index` (when present) in `0..asked` once, each
+/// `content` (when present) an object whose `parts` (when present) is an
+/// array of objects. Whether there were candidates.
+fn gemini_candidates(
+    root: &serde_json::Map<String, Value>,
+    asked: u64,
+) -> Result<bool, &'static str> {
+    let present = |v: Option<&Value>| v.filter(|v| !v.is_null()).cloned();
+    let Some(list) = present(root.get("candidates")) else {
+        return Ok(false);
+    };
+    let list = list.as_array().ok_or("payload_missing")?;
+    if list.len() as u64 > asked {
+        return Err("choice_count_mismatch");
+    }
+    let mut seen = BTreeSet::new();
+    for candidate in list {
+        let candidate = candidate.as_object().ok_or("choice_invalid")?;
+        if let Some(index) = present(candidate.get("index")) {
+            match index.as_u64() {
+                Some(i) if i < asked && seen.insert(i) => {}
+                _ => return Err("choice_index_invalid"),
+            }
+        }
+        if let Some(content) = present(candidate.get("content")) {
+            let content = content.as_object().ok_or("choice_invalid")?;
+            if let Some(parts) = present(content.get("parts")) {
+                let parts = parts.as_array().ok_or("choice_invalid")?;
+                if !parts.iter().all(Value::is_object) {
+                    return Err("choice_invalid");
+                }
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// An Ollama chat (`message` object) or generate (`response` string) object
@@ -893,6 +982,23 @@ impl StreamRule {
                 }
                 self.figures(event.data_range, "", OPENAI)
             }
+            Api::GeminiGenerate | Api::GeminiStream => {
+                // One whole `GenerateContentResponse` per event, no `[DONE]`.
+                let event = parse_sse(raw);
+                let Some(data) = event.data else {
+                    return Untouched; // a comment
+                };
+                let Some(chunk) = json_object(&data) else {
+                    return Broken("invalid_json");
+                };
+                if chunk.contains_key("error") {
+                    return Untouched;
+                }
+                if let Err(invariant) = gemini_candidates(&chunk, self.choices) {
+                    return Broken(invariant);
+                }
+                self.figures(event.data_range, "", GEMINI)
+            }
             Api::Messages => {
                 let event = parse_sse(raw);
                 let Some(data) = event.data else {
@@ -977,6 +1083,13 @@ fn error_template(dialect: &str, api: Api, invariant: &str) -> String {
                 r#"{{"error":"provider_invalid_response: <message>","type":"provider_invalid_response","code":"{invariant}","request_id":"<request_id>"}}"#
             ) + "\n"
         }
+        // Google's error shape (an HTTP `code`, a gRPC `status`), probity's
+        // `code` the reason of an `ErrorInfo` whose metadata holds its fields.
+        Api::GeminiGenerate | Api::GeminiStream => {
+            format!(
+                r#"data: {{"error":{{"code":502,"message":"<message>","status":"UNAVAILABLE","details":[{{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"{invariant}","domain":"probity","metadata":{{"type":"provider_invalid_response","route":"{dialect}","request_id":"<request_id>"}}}}]}}}}"#
+            ) + "\n\n"
+        }
     }
 }
 
@@ -999,6 +1112,15 @@ fn stream_verdict(
             EventVerdict::Untouched => client.extend_from_slice(raw),
             EventVerdict::Broken(invariant) => {
                 client.extend_from_slice(error_template(dialect, api, invariant).as_bytes());
+                // Gemini's stream is judged line by line: reading stops at
+                // the end of the broken `data:` line, before the blank line.
+                let end = match api {
+                    Api::GeminiStream => raw
+                        .iter()
+                        .position(|b| *b == b'\n')
+                        .map_or(end, |at| end - raw.len() + at + 1),
+                    _ => end,
+                };
                 return Expect {
                     outcome: Outcome::Rejected,
                     invariant: Some(invariant.to_string()),
@@ -1019,8 +1141,10 @@ fn stream_verdict(
                     continue;
                 }
                 // Only the data's nulled spans change: every other byte of
-                // the event (fields, line endings) stays.
-                if framing == Framing::Sse {
+                // the event (fields, line endings) stays. Gemini's streams
+                // carry no comment: google-genai reads any line that is not
+                // `data: ` as JSON.
+                if framing == Framing::Sse && api != Api::GeminiStream {
                     let eol = match raw.iter().position(|b| matches!(b, b'\r' | b'\n')) {
                         Some(at) if raw[at..].starts_with(b"\r\n") => "\r\n",
                         Some(at) if raw[at] == b'\r' => "\r",
@@ -1801,6 +1925,7 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     let rest = String::from_utf8_lossy(&got.body[before.len()..]).into_owned();
     let (head, tail) = match api {
         Api::Chat | Api::Completions => ("data: ", "\n\n"),
+        Api::GeminiGenerate | Api::GeminiStream => ("data: ", "\n\n"),
         Api::Messages => ("event: error\ndata: ", "\n\n"),
         Api::OllamaChat | Api::OllamaGenerate => ("", "\n"),
     };
@@ -1839,6 +1964,9 @@ fn fits(got: &Value, want: &Value, id: &str) -> bool {
                 None => *g == w,
             }
         }
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(g, w)| fits(g, w, id))
+        }
         _ => got == want,
     }
 }
@@ -1873,6 +2001,11 @@ async fn anthropic_fixtures() {
 }
 
 #[tokio::test]
+async fn gemini_fixtures() {
+    run_cases("gemini fixtures", load("gemini")).await;
+}
+
+#[tokio::test]
 async fn openai_figure_mutations() {
     run_cases("openai figure mutations", all_mutations(load("openai"))).await;
 }
@@ -1891,6 +2024,11 @@ async fn anthropic_figure_mutations() {
     .await;
 }
 
+#[tokio::test]
+async fn gemini_figure_mutations() {
+    run_cases("gemini figure mutations", all_mutations(load("gemini"))).await;
+}
+
 /// Every stream again, its writes cut inside `\r\n`, between line ends and
 /// mid-event (several events per write elsewhere); a few a byte at a time.
 #[tokio::test]
@@ -1900,6 +2038,7 @@ async fn streams_hold_whatever_the_write_boundaries() {
         "openai/gen_chat_stream_azure_empty_first_chunk",
         "ollama/gen_chat_stream_eval_count_fraction",
         "anthropic/gen_messages_stream_rewritten_then_broken",
+        "gemini/gen_stream_rewritten_then_broken",
     ];
     let mut variants = Vec::new();
     for case in DIALECTS.into_iter().flat_map(load).filter(streamed) {
@@ -1954,6 +2093,23 @@ fn required(api: Api, streamed: bool) -> &'static [&'static str] {
         (Api::OllamaChat, true) => &["invalid_json", "payload_missing", "stream_after_done"],
         (Api::OllamaGenerate, true) => &["payload_missing"],
         (Api::Messages, true) => &["content_block_invalid"],
+        (Api::GeminiGenerate, false) => &[
+            "invalid_json",
+            "payload_missing",
+            "choice_count_mismatch",
+            "choice_invalid",
+            "choice_index_invalid",
+        ],
+        // Without `alt=sse`: the JSON array of chunks.
+        (Api::GeminiStream, false) => &["invalid_json", "payload_missing", "choice_index_invalid"],
+        (Api::GeminiStream, true) => &[
+            "invalid_json",
+            "payload_missing",
+            "choice_count_mismatch",
+            "choice_invalid",
+            "choice_index_invalid",
+        ],
+        (Api::GeminiGenerate, true) => &[],
     }
 }
 
@@ -2041,17 +2197,31 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
             problems.push(format!("{name}: writes must rise inside the body"));
         }
     }
+    // Each endpoint and the ways it answers: whole, streamed. Gemini's
+    // generateContent never streams; its streamGenerateContent answers
+    // whole when asked without `alt=sse` (one JSON array).
+    let both: &[bool] = &[false, true];
     let endpoints = [
-        ("openai", "/v1/chat/completions"),
-        ("openai", "/v1/completions"),
-        ("ollama", "/api/chat"),
-        ("ollama", "/api/generate"),
-        ("ollama", "/v1/chat/completions"),
-        ("anthropic", "/v1/messages"),
+        ("openai", "/v1/chat/completions", both),
+        ("openai", "/v1/completions", both),
+        ("ollama", "/api/chat", both),
+        ("ollama", "/api/generate", both),
+        ("ollama", "/v1/chat/completions", both),
+        ("anthropic", "/v1/messages", both),
+        (
+            "gemini",
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            &[false],
+        ),
+        (
+            "gemini",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            both,
+        ),
     ];
-    for (dialect, endpoint) in endpoints {
+    for (dialect, endpoint, ways) in endpoints {
         let api = api(dialect, endpoint).unwrap();
-        for streamed in [false, true] {
+        for &streamed in ways {
             let key = (dialect.to_string(), endpoint.to_string(), streamed);
             let how = if streamed { "streamed" } else { "whole" };
             if !valid.contains(&key) {
@@ -2087,7 +2257,8 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
         if !collapsed.contains(dialect) && dialect != "ollama" {
             problems.push(format!("{dialect}: no hand-written record collapse"));
         }
-        if !wildcards.contains(dialect) && dialect != "ollama" {
+        // Ollama and Gemini have no wildcard figure.
+        if !wildcards.contains(dialect) && !["ollama", "gemini"].contains(&dialect) {
             problems.push(format!("{dialect}: no hand-written wildcard figure"));
         }
     }
@@ -2138,7 +2309,7 @@ fn the_mutations_cover_every_figure_of_every_table() {
         "ollama/v1/chat/completions stream /usage/completion_tokens_details/*",
         "anthropic/v1/messages stream message_start /usage/server_tool_use/*",
     ];
-    let tables: [(&str, &str, &str, Figures); 13] = [
+    let tables: [(&str, &str, &str, Figures); 15] = [
         ("openai", "/v1/chat/completions", "whole", OPENAI),
         ("openai", "/v1/chat/completions", "stream", OPENAI),
         ("openai", "/v1/completions", "whole", OPENAI),
@@ -2157,6 +2328,20 @@ fn the_mutations_cover_every_figure_of_every_table() {
             ANTHROPIC,
         ),
         ("anthropic", "/v1/messages", "stream", ANTHROPIC_DELTA),
+        (
+            "gemini",
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            "whole",
+            GEMINI,
+        ),
+        // Without `alt=sse` the chunks come as one JSON array, whose
+        // elements' figures are not judged (figures sit on a root object).
+        (
+            "gemini",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            "stream",
+            GEMINI,
+        ),
     ];
     for (dialect, endpoint, how, figures) in tables {
         for (pointer, _, _) in figures {

@@ -122,7 +122,7 @@ fn check_config_accepts_the_shipped_files_and_reports_a_missing_one() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("ok (7 routes)"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("ok (8 routes)"));
 
     let output = probity_command()
         .arg("check-config")
@@ -431,6 +431,7 @@ async fn with_no_argument_the_embedded_default_runs() {
         "/jina",
         "/voyage",
         "/tei",
+        "/gemini",
     ] {
         assert!(message.contains(prefix), "{message}");
     }

@@ -228,7 +228,8 @@ mod tests {
                 "/cohere",
                 "/jina",
                 "/voyage",
-                "/tei"
+                "/tei",
+                "/gemini"
             ]
         );
         assert_eq!(config.server.listen, "127.0.0.1:8080");

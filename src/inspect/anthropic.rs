@@ -38,6 +38,7 @@ const MESSAGES: Endpoint = Endpoint {
     stream: Some(StreamSpec {
         asked: super::stream_true,
         framing: Framing::Sse,
+        comments: true,
         start: |request| {
             Ok(Box::new(Events {
                 blocks: Vec::new(),

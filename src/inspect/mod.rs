@@ -10,6 +10,7 @@
 
 mod anthropic;
 mod cohere;
+mod gemini;
 mod jina;
 mod ollama;
 mod openai;
@@ -44,6 +45,7 @@ const DIALECTS: &[&dyn Dialect] = &[
     &tei::Tei,
     &voyage::Voyage,
     &anthropic::Anthropic,
+    &gemini::Gemini,
     &passthrough::Passthrough,
 ];
 
@@ -169,6 +171,10 @@ pub struct Endpoint {
 pub(crate) struct StreamSpec {
     pub(crate) asked: fn(&Object<'_>) -> bool,
     pub(crate) framing: Framing,
+    /// Whether probity may add SSE comment lines (`: probity-normalized`,
+    /// `: probity-output`): an SDK that parses every line that is not
+    /// `data:` as JSON (google-genai) breaks on them.
+    pub(crate) comments: bool,
     pub(crate) start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
 }
 
@@ -216,6 +222,8 @@ pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
 /// whose verdict is given at its end.
 pub(crate) struct StreamJudge {
     pub(crate) framing: Framing,
+    /// Whether SSE comment lines may be added (see [`StreamSpec`]).
+    pub(crate) comments: bool,
     pub(crate) check: Box<dyn EventCheck>,
     pub(crate) contract: Option<Contract>,
 }
@@ -245,6 +253,7 @@ pub(crate) fn stream_judge(
     match (spec.start)(&request) {
         Ok(check) => Ok(StreamJudge {
             framing: spec.framing,
+            comments: spec.comments && spec.framing == Framing::Sse,
             check,
             contract,
         }),

@@ -52,6 +52,7 @@ const CHAT: Endpoint = Endpoint {
     stream: Some(StreamSpec {
         asked: streams_unless_false,
         framing: Framing::Ndjson,
+        comments: true,
         start: |_| {
             Ok(Box::new(Lines {
                 text: "message",
@@ -72,6 +73,7 @@ const GENERATE: Endpoint = Endpoint {
     stream: Some(StreamSpec {
         asked: streams_unless_false,
         framing: Framing::Ndjson,
+        comments: true,
         start: |_| {
             Ok(Box::new(Lines {
                 text: "response",

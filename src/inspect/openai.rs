@@ -49,6 +49,7 @@ pub(super) const CHAT: Endpoint = Endpoint {
     stream: Some(StreamSpec {
         asked: super::stream_true,
         framing: Framing::Sse,
+        comments: true,
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, false)?))),
     }),
     output: Some(OUTPUT),
@@ -71,6 +72,7 @@ const COMPLETIONS: Endpoint = Endpoint {
     stream: Some(StreamSpec {
         asked: super::stream_true,
         framing: Framing::Sse,
+        comments: true,
         start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?))),
     }),
     output: None,

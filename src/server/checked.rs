@@ -53,6 +53,8 @@ pub(crate) struct StreamContext {
 pub(crate) struct CheckedStream {
     relay: Relay,
     framing: Framing,
+    /// Whether SSE comment lines may be added.
+    comments: bool,
     check: Box<dyn EventCheck>,
     /// The output contract whose verdict ends the stream, and whether it
     /// was given.
@@ -82,6 +84,7 @@ impl CheckedStream {
         Self {
             relay,
             framing: judge.framing,
+            comments: judge.comments,
             check: judge.check,
             contract: judge.contract,
             verdict_given: false,
@@ -180,8 +183,8 @@ impl CheckedStream {
                     "probity-normalized {}",
                     figures::normalized_list(&judgement.pointers)
                 );
-                let rewritten =
-                    stream::rewrite(self.framing, event.raw, &judgement.nulls, Some(&note));
+                let note = self.comments.then_some(note.as_str());
+                let rewritten = stream::rewrite(self.framing, event.raw, &judgement.nulls, note);
                 self.out.push_back(Bytes::from(rewritten));
                 self.note_tokens(&judgement.tokens);
                 self.findings.malformed.extend(judgement.malformed);
@@ -259,7 +262,7 @@ impl CheckedStream {
             )
         };
         self.findings.output = Some((contract.task.clone(), verdict));
-        if self.framing == Framing::Sse {
+        if self.comments {
             self.out.push_back(Bytes::from(line));
         }
     }
