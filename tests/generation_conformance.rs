@@ -5,7 +5,8 @@
 //! offsets.
 //!
 //! A case is a folder `tests/fixtures/<dialect>/gen_<case>/` (the prefix keeps
-//! it out of `tests/conformance.rs`):
+//! it out of `tests/conformance.rs`), read and run by the shared runner,
+//! `tests/support/conformance.rs`:
 //! - `endpoint`: the path after the route prefix, e.g. `/v1/chat/completions`;
 //! - `request.json`: the client's body;
 //! - the upstream's body, served verbatim: `response.json` (with a
@@ -25,10 +26,10 @@
 //! Every expectation is cross-checked offline against [`verdict`], this
 //! file's reading of the rule (README, "What probity checks: generation,
 //! streamed or not"), which is also the oracle of the generated mutations.
-//! One fake upstream serves every case, chosen by the `x-fixture` request
-//! header; one probity has a route per dialect at `/<dialect>`. Cases run one
-//! after another so that metric deltas and the capture list belong to the
-//! case at hand; failures are collected under the case's name.
+//! What is this file's own: the figure tables and payload rules of each
+//! endpoint, the stream rule event by event, the error event of each
+//! framing, the mutations of streams and their cuts. One probity has a route
+//! per dialect at `/<dialect>`, and a short capture list.
 
 // Tests and benches fail loudly: the request-path lints do not apply.
 #![allow(
@@ -42,27 +43,13 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use support::conformance::*;
 use support::fixtures::*;
 use support::*;
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
 const DIALECTS: [&str; 4] = ["openai", "ollama", "anthropic", "gemini"];
 
@@ -77,32 +64,9 @@ const INVARIANTS: [&str; 8] = [
     "stream_after_done",
 ];
 
-const MALFORMED: &str = "probity_malformed_figures_total";
-const INVALID: &str = "probity_provider_invalid_response_total";
-const UNINSPECTED: &str = "probity_uninspected_total";
-const TOKENS: &str = "probity_tokens_total";
-const KINDS: [&str; 3] = ["input", "output", "total"];
-
-/// How long the upstream waits between the writes a fixture names.
-const WRITE_PAUSE: Duration = Duration::from_millis(2);
-
 // ---------------------------------------------------------------- figure tables
 
-/// What a figure must be to be well-formed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Domain {
-    /// A non-negative integer written as one.
-    Count,
-    /// A non-empty string (a response id).
-    Id,
-}
-
 use Domain::{Count, Id};
-
-/// A table entry: its pointer (a last segment `*` stands for every member
-/// of that record, and is the metric label), its domain, and the
-/// `probity_tokens_total` kind it counts as.
-type Figures = &'static [(&'static str, Domain, Option<&'static str>)];
 
 const OPENAI: Figures = &[
     ("/id", Id, None),
@@ -165,17 +129,32 @@ enum Api {
     GeminiStream,
 }
 
+/// Every endpoint probity checks; any other passes unchecked.
+const ENDPOINTS: [(&str, &str, Api); 8] = [
+    ("openai", "/v1/chat/completions", Api::Chat),
+    ("openai", "/v1/completions", Api::Completions),
+    ("ollama", "/api/chat", Api::OllamaChat),
+    ("ollama", "/api/generate", Api::OllamaGenerate),
+    // Checked as openai.
+    ("ollama", "/v1/chat/completions", Api::Chat),
+    ("anthropic", "/v1/messages", Api::Messages),
+    (
+        "gemini",
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        Api::GeminiGenerate,
+    ),
+    (
+        "gemini",
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+        Api::GeminiStream,
+    ),
+];
+
 fn api(dialect: &str, endpoint: &str) -> Option<Api> {
-    match (dialect, endpoint) {
-        ("openai" | "ollama", "/v1/chat/completions") => Some(Api::Chat),
-        ("openai", "/v1/completions") => Some(Api::Completions),
-        ("ollama", "/api/chat") => Some(Api::OllamaChat),
-        ("ollama", "/api/generate") => Some(Api::OllamaGenerate),
-        ("anthropic", "/v1/messages") => Some(Api::Messages),
-        ("gemini", e) if e.ends_with(":generateContent") => Some(Api::GeminiGenerate),
-        ("gemini", e) if e.ends_with(":streamGenerateContent") => Some(Api::GeminiStream),
-        _ => None,
-    }
+    ENDPOINTS
+        .iter()
+        .find(|(d, e, _)| *d == dialect && *e == endpoint)
+        .map(|(_, _, api)| *api)
 }
 
 fn table(api: Api) -> Figures {
@@ -187,18 +166,13 @@ fn table(api: Api) -> Figures {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Framing {
-    Sse,
-    Ndjson,
-}
-
-impl Framing {
-    fn content_type(self) -> &'static str {
-        match self {
-            Framing::Sse => "text/event-stream",
-            Framing::Ndjson => "application/x-ndjson",
-        }
+/// The tables an endpoint's figures are read by (for its metric labels, in
+/// this order), each with the event that holds it in a stream: an Anthropic
+/// `message_start` holds the message table, `message_delta` the delta table.
+fn stream_tables(api: Api) -> Vec<(&'static str, Figures)> {
+    match api {
+        Api::Messages => vec![(" message_start", ANTHROPIC), ("", ANTHROPIC_DELTA)],
+        other => vec![("", table(other))],
     }
 }
 
@@ -209,374 +183,55 @@ fn framing(api: Api) -> Framing {
     }
 }
 
-/// The record holding a figure (`""`: the root, which never collapses).
-fn record_of(pointer: &str) -> &str {
-    &pointer[..pointer.rfind('/').unwrap_or(0)]
-}
-
-/// Whether `pointer` lies inside the record at `record`.
-fn under(pointer: &str, record: &str) -> bool {
-    pointer.len() > record.len()
-        && pointer.starts_with(record)
-        && pointer.as_bytes()[record.len()] == b'/'
-}
-
 /// The metric label of a listed pointer (`None`: a collapsed record). The
 /// `/message` of an Anthropic `message_start` is not part of the label.
 fn label_of(api: Api, pointer: &str) -> Option<&'static str> {
-    let tables: &[Figures] = match api {
-        Api::Messages => &[ANTHROPIC, ANTHROPIC_DELTA],
-        other => &[table(other)],
-    };
+    let tables = stream_tables(api);
     let candidates = [Some(pointer), pointer.strip_prefix("/message")];
-    for pointer in candidates.into_iter().flatten() {
-        for table in tables {
-            for (figure, _, _) in table.iter() {
-                let hit = match figure.strip_suffix("/*") {
-                    Some(record) => record_of(pointer) == record,
-                    None => *figure == pointer,
-                };
-                if hit {
-                    return Some(figure);
-                }
-            }
-        }
-    }
-    None
+    candidates.into_iter().flatten().find_map(|pointer| {
+        tables
+            .iter()
+            .find_map(|(_, table)| figure_of(table, pointer))
+    })
 }
 
 // ---------------------------------------------------------------- cases
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Outcome {
-    Pass,
-    Normalized,
-    Rejected,
+type Case = support::conformance::Case<Expect>;
+
+fn api_of(case: &Case) -> Option<Api> {
+    api(&case.dialect, &case.endpoint)
 }
 
-impl Outcome {
-    fn name(self) -> &'static str {
-        match self {
-            Outcome::Pass => "pass",
-            Outcome::Normalized => "normalized",
-            Outcome::Rejected => "rejected",
-        }
-    }
-}
-
-/// What probity must make of a case.
-#[derive(Debug, Clone, PartialEq)]
-struct Expect {
-    outcome: Outcome,
-    invariant: Option<String>,
-    /// Normalized: the `probity-normalized` list and the capture's
-    /// pointers. A rejected stream: the pointers of the events rewritten
-    /// before the break (they count as malformed figures).
-    pointers: Vec<String>,
-    /// The exact client body (a rejected stream's ends with the error event
-    /// template); `None` for a rejected whole response (a probity error).
-    client: Option<Vec<u8>>,
-    /// `probity_tokens_total` deltas by kind (absent: 0).
-    tokens: BTreeMap<String, u64>,
-    /// A broken stream: where its broken event ends in the upstream body.
-    /// Probity stops reading there, so its capture holds at least this much.
-    broken_end: Option<usize>,
-}
-
-#[derive(Debug, Clone)]
-struct Case {
-    /// `dialect/case`, with a variant's description after it.
-    name: String,
-    /// The `x-fixture` value the upstream serves this case by.
-    key: String,
-    dialect: &'static str,
-    endpoint: String,
-    request: Vec<u8>,
-    status: u16,
-    /// `Some` for a streamed answer.
-    stream: Option<Framing>,
-    body: Vec<u8>,
-    /// Offsets where the upstream cuts its writes.
-    writes: Vec<usize>,
-    /// Whether the upstream pauses between writes.
-    pause: bool,
-    expect: Expect,
-    /// Tokens stated in `expect.json`, to agree with the rule.
-    stated_tokens: Option<BTreeMap<String, u64>>,
-}
-
-impl Case {
-    fn api(&self) -> Option<Api> {
-        api(self.dialect, &self.endpoint)
-    }
-
-    fn content_type(&self) -> &'static str {
-        self.stream
-            .map_or("application/json", Framing::content_type)
-    }
-
-    /// The pointers that name a figure (not a collapsed record), as labels.
-    fn labels(&self) -> Vec<&'static str> {
-        let Some(api) = self.api() else {
-            return Vec::new();
-        };
-        self.expect
-            .pointers
-            .iter()
-            .filter_map(|p| label_of(api, p))
-            .collect()
-    }
-
-    fn parts(&self) -> Vec<Vec<u8>> {
-        let mut cuts: Vec<usize> = self.writes.clone();
-        cuts.push(self.body.len());
-        let mut parts = Vec::new();
-        let mut at = 0;
-        for cut in cuts {
-            if cut > at && cut <= self.body.len() {
-                parts.push(self.body[at..cut].to_vec());
-                at = cut;
-            }
-        }
-        parts
-    }
-}
-
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn read(path: &Path) -> Vec<u8> {
-    std::fs::read(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
-}
-
-fn load(dialect: &'static str) -> Vec<Case> {
-    let dir = fixtures_dir().join(dialect);
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|err| panic!("{}: {err}", dir.display()))
-        .map(|entry| entry.unwrap())
-        .filter(|entry| entry.file_type().unwrap().is_dir())
-        .map(|entry| entry.file_name().into_string().unwrap())
-        .filter(|name| name.starts_with("gen_"))
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| load_case(dialect, &name))
+/// The pointers that name a figure (not a collapsed record), as labels.
+fn labels(case: &Case) -> Vec<String> {
+    let Some(api) = api_of(case) else {
+        return Vec::new();
+    };
+    case.expect
+        .pointers
+        .iter()
+        .filter_map(|p| label_of(api, p))
+        .map(str::to_owned)
         .collect()
 }
 
-fn load_case(dialect: &'static str, name: &str) -> Case {
-    let dir = fixtures_dir().join(dialect).join(name);
-    let id = format!("{dialect}/{name}");
-    let text = |file: &str| String::from_utf8(read(&dir.join(file))).unwrap();
-    let endpoint = text("endpoint").trim().to_string();
-    assert!(endpoint.starts_with('/'), "{id}: endpoint {endpoint:?}");
-    let status = if dir.join("status").exists() {
-        text("status").trim().parse().unwrap()
-    } else {
-        200
-    };
-    let expect: Value = serde_json::from_slice(&read(&dir.join("expect.json")))
-        .unwrap_or_else(|err| panic!("{id}: expect.json: {err}"));
-    let outcome = match expect["outcome"].as_str() {
-        Some("pass") => Outcome::Pass,
-        Some("normalized") => Outcome::Normalized,
-        Some("rejected") => Outcome::Rejected,
-        other => panic!("{id}: outcome {other:?}"),
-    };
-    let streamed = expect["stream"] == true;
-    let (stream, ext) = if dir.join("response.sse").exists() {
-        (Some(Framing::Sse), "sse")
-    } else if dir.join("response.ndjson").exists() {
-        (Some(Framing::Ndjson), "ndjson")
-    } else {
-        (None, "json")
-    };
-    assert_eq!(
-        streamed,
-        stream.is_some(),
-        "{id}: \"stream\": true iff the response is response.sse or response.ndjson"
-    );
-    let body = read(&dir.join(format!("response.{ext}")));
-    let expected = dir.join(format!("expected.{ext}"));
-    let client = match outcome {
-        Outcome::Pass => Some(body.clone()),
-        _ if expected.exists() => Some(read(&expected)),
-        Outcome::Rejected if stream.is_none() => None,
-        _ => panic!("{id}: no expected.{ext}"),
-    };
-    let tokens = |value: &Value| -> BTreeMap<String, u64> {
-        value
-            .as_object()
-            .unwrap_or_else(|| panic!("{id}: tokens {value}"))
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-            .collect()
-    };
-    let stated_tokens = (!expect["tokens"].is_null()).then(|| tokens(&expect["tokens"]));
-    let writes: Vec<usize> = expect["writes"]
-        .as_array()
-        .map(|a| a.iter().map(|w| w.as_u64().unwrap() as usize).collect())
-        .unwrap_or_default();
-    let mut case = Case {
-        name: id.clone(),
-        key: id,
-        dialect,
-        endpoint,
-        request: read(&dir.join("request.json")),
-        status,
-        stream,
-        pause: !writes.is_empty(),
-        writes,
-        body,
-        expect: Expect {
-            outcome,
-            invariant: expect["invariant"].as_str().map(str::to_owned),
-            pointers: expect["pointers"]
-                .as_array()
-                .map(|a| a.iter().map(|p| p.as_str().unwrap().to_owned()).collect())
-                .unwrap_or_default(),
-            client,
-            tokens: BTreeMap::new(),
-            broken_end: None,
-        },
-        stated_tokens,
-    };
-    // Stated tokens are the expectation; otherwise the rule's count (the
-    // offline check holds both to the rule).
-    let rule = verdict(&case);
-    case.expect.tokens = case.stated_tokens.clone().unwrap_or(rule.tokens);
-    case.expect.broken_end = rule.broken_end;
-    case
+fn load(dialect: &str) -> Vec<Case> {
+    load_fixtures(dialect, |name| name.starts_with("gen_"))
+        .iter()
+        .map(|fixture| {
+            // Stated tokens are the expectation; otherwise the rule's count
+            // (the offline check holds both to the rule).
+            let mut case = figure_case(fixture);
+            let rule = verdict(&case);
+            case.expect.tokens = case.expect.tokens.or(rule.tokens);
+            case.expect.broken_end = rule.broken_end;
+            case
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------- the rule
-
-/// `None`: not reported (`null`); otherwise whether the value is well-formed.
-fn well_formed(raw: &[u8], domain: Domain) -> Option<bool> {
-    let value: Value = serde_json::from_slice(raw).ok()?;
-    if value.is_null() {
-        return None;
-    }
-    Some(match domain {
-        Count => !raw.is_empty() && raw.iter().all(u8::is_ascii_digit),
-        Id => value.as_str().is_some_and(|s| !s.is_empty()),
-    })
-}
-
-/// One concrete figure found in a JSON text.
-#[derive(Debug, Clone)]
-struct Entry {
-    /// The concrete pointer, with the event's prefix (`/message`).
-    pointer: String,
-    domain: Domain,
-    kind: Option<&'static str>,
-    span: Span,
-}
-
-/// The figures of `table` present in `text` (below `prefix`), in table
-/// order; a wildcard stands for the members of its record in document order.
-fn entries(text: &[u8], prefix: &str, table: Figures) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for &(figure, domain, kind) in table {
-        match figure.strip_suffix("/*") {
-            Some(record) => {
-                let record = format!("{prefix}{record}");
-                for (key, span) in members(text, &record).unwrap_or_default() {
-                    out.push(Entry {
-                        pointer: format!("{record}/{key}"),
-                        domain,
-                        kind: None,
-                        span,
-                    });
-                }
-            }
-            None => {
-                let pointer = format!("{prefix}{figure}");
-                if let Some(span) = find(text, &pointer) {
-                    out.push(Entry {
-                        pointer,
-                        domain,
-                        kind,
-                        span,
-                    });
-                }
-            }
-        }
-    }
-    out
-}
-
-/// What the rule makes of the figures of one JSON text.
-#[derive(Debug, Default, PartialEq)]
-struct Judged {
-    /// Malformed figures in table order, then the collapsed records.
-    pointers: Vec<String>,
-    /// The text with the malformed bytes (or whole records) nulled.
-    text: Vec<u8>,
-    /// Well-formed token counts by kind.
-    tokens: Vec<(&'static str, u64)>,
-}
-
-fn judge(text: &[u8], prefix: &str, table: Figures) -> Judged {
-    let found = entries(text, prefix, table);
-    let readings: Vec<Option<bool>> = found
-        .iter()
-        .map(|e| well_formed(&text[e.span.value.clone()], e.domain))
-        .collect();
-    // The records, in table order; only those present as objects collapse.
-    let mut records: Vec<String> = Vec::new();
-    for (figure, _, _) in table {
-        let record = format!("{prefix}{}", record_of(figure));
-        if record != prefix && !records.contains(&record) {
-            records.push(record);
-        }
-    }
-    let collapsed: Vec<String> = records
-        .into_iter()
-        .filter(|record| {
-            let is_object = find(text, record).is_some_and(|s| text[s.value.start] == b'{');
-            let inside = || {
-                found
-                    .iter()
-                    .zip(&readings)
-                    .filter(|(e, _)| under(&e.pointer, record))
-            };
-            is_object
-                && inside().any(|(_, r)| *r == Some(false))
-                && !inside().any(|(_, r)| *r == Some(true))
-        })
-        .collect();
-    let nulled_whole = |pointer: &str| collapsed.iter().any(|r| under(pointer, r));
-    let mut edits: Vec<(Range<usize>, &[u8])> = Vec::new();
-    for record in &collapsed {
-        if !nulled_whole(record) {
-            edits.push((find(text, record).unwrap().value, b"null"));
-        }
-    }
-    let mut judged = Judged::default();
-    for (entry, reading) in found.iter().zip(&readings) {
-        match reading {
-            Some(false) => {
-                judged.pointers.push(entry.pointer.clone());
-                if !nulled_whole(&entry.pointer) {
-                    edits.push((entry.span.value.clone(), b"null"));
-                }
-            }
-            Some(true) => {
-                if let Some(kind) = entry.kind {
-                    let raw = std::str::from_utf8(&text[entry.span.value.clone()]).unwrap();
-                    judged.tokens.push((kind, raw.parse().unwrap()));
-                }
-            }
-            None => {}
-        }
-    }
-    judged.pointers.extend(collapsed);
-    judged.text = splice(text, &edits);
-    judged
-}
 
 /// How many choices a request asks for: `n` (default 1), times the prompts
 /// for `/v1/completions` (a string or `int[]` is one, an array of strings or
@@ -736,19 +391,20 @@ fn verdict(case: &Case) -> Expect {
         invariant: None,
         pointers: Vec::new(),
         client: Some(case.body.clone()),
-        tokens: BTreeMap::new(),
+        tokens: Some(BTreeMap::new()),
         broken_end: None,
+        uninspected: None,
     };
-    let Some(api) = case.api() else {
+    let Some(api) = api_of(case) else {
         return pass();
     };
     if !(200..300).contains(&case.status) {
         return pass();
     }
     let request: Value = serde_json::from_slice(&case.request).expect("request.json is JSON");
-    match case.stream {
-        None => whole_verdict(api, &request, &case.body),
-        Some(framing) => stream_verdict(case.dialect, api, framing, &request, &case.body),
+    match case.framing {
+        Framing::Whole => whole_verdict(api, &request, &case.body),
+        framing => stream_verdict(&case.dialect, api, framing, &request, &case.body),
     }
 }
 
@@ -758,8 +414,9 @@ fn whole_verdict(api: Api, request: &Value, body: &[u8]) -> Expect {
         invariant: Some(invariant.to_string()),
         pointers: Vec::new(),
         client: None,
-        tokens: BTreeMap::new(),
+        tokens: Some(BTreeMap::new()),
         broken_end: None,
+        uninspected: None,
     };
     let Ok(root) = serde_json::from_slice::<Value>(body) else {
         return rejected("invalid_json");
@@ -777,52 +434,19 @@ fn whole_verdict(api: Api, request: &Value, body: &[u8]) -> Expect {
         invariant: None,
         pointers: judged.pointers,
         client: Some(judged.text),
-        tokens: judged
-            .tokens
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        tokens: Some(
+            judged
+                .tokens
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        ),
         broken_end: None,
+        uninspected: None,
     }
 }
 
 // ---------------------------------------------------------------- streams
-
-/// The events of a stream, as byte ranges: SSE events end at a blank line
-/// (lines end in `\r\n`, `\n` or `\r`), NDJSON events at `\n`. A tail
-/// without its end is a last range of its own.
-fn split_events(framing: Framing, body: &[u8]) -> Vec<Range<usize>> {
-    let mut events = Vec::new();
-    let mut start = 0;
-    let mut at = 0;
-    let mut line_start = 0;
-    while at < body.len() {
-        let end = match body[at] {
-            b'\n' => at + 1,
-            b'\r' if framing == Framing::Sse => {
-                if body.get(at + 1) == Some(&b'\n') {
-                    at + 2
-                } else {
-                    at + 1
-                }
-            }
-            _ => {
-                at += 1;
-                continue;
-            }
-        };
-        if framing == Framing::Ndjson || at == line_start {
-            events.push(start..end);
-            start = end;
-        }
-        at = end;
-        line_start = end;
-    }
-    if start < body.len() {
-        events.push(start..body.len());
-    }
-    events
-}
 
 /// An SSE event's name and data (its `data:` lines joined by `\n`); the
 /// range of the data when it is one `data:` line.
@@ -1112,22 +736,14 @@ fn stream_verdict(
             EventVerdict::Untouched => client.extend_from_slice(raw),
             EventVerdict::Broken(invariant) => {
                 client.extend_from_slice(error_template(dialect, api, invariant).as_bytes());
-                // Gemini's stream is judged line by line: reading stops at
-                // the end of the broken `data:` line, before the blank line.
-                let end = match api {
-                    Api::GeminiStream => raw
-                        .iter()
-                        .position(|b| *b == b'\n')
-                        .map_or(end, |at| end - raw.len() + at + 1),
-                    _ => end,
-                };
                 return Expect {
                     outcome: Outcome::Rejected,
                     invariant: Some(invariant.to_string()),
                     pointers,
                     client: Some(client),
-                    tokens,
+                    tokens: Some(tokens),
                     broken_end: Some(end),
+                    uninspected: None,
                 };
             }
             EventVerdict::Figures(judging) => {
@@ -1169,31 +785,13 @@ fn stream_verdict(
         invariant: None,
         pointers,
         client: Some(client),
-        tokens,
+        tokens: Some(tokens),
         broken_end: None,
+        uninspected: None,
     }
 }
 
 // ---------------------------------------------------------------- mutations
-
-/// The malformed forms a figure's text is replaced with.
-fn malformed_forms(domain: Domain, original: &str) -> Vec<String> {
-    match domain {
-        Count => [
-            "\"abc\"".to_string(),
-            format!("\"{original}\""),
-            "-1".into(),
-            "8.5".into(),
-            "8.0".into(),
-            "1e3".into(),
-            "true".into(),
-            "{}".into(),
-            "[]".into(),
-        ]
-        .to_vec(),
-        Id => ["\"\"", "5", "true", "{}"].map(String::from).to_vec(),
-    }
-}
 
 /// A JSON text inside a case's body where figures sit: the whole body, or
 /// one event's data.
@@ -1208,13 +806,14 @@ struct Site {
 }
 
 fn sites(case: &Case) -> Vec<Site> {
-    let Some(api) = case.api() else {
+    let Some(api) = api_of(case) else {
         return Vec::new();
     };
     if !(200..300).contains(&case.status) {
         return Vec::new();
     }
-    let Some(framing) = case.stream else {
+    let framing = case.framing;
+    if !framing.streamed() {
         if case.expect.outcome != Outcome::Pass {
             return Vec::new();
         }
@@ -1225,7 +824,7 @@ fn sites(case: &Case) -> Vec<Site> {
             prefix: "",
             table: table(api),
         }];
-    };
+    }
     if case.expect.outcome == Outcome::Rejected {
         return Vec::new();
     }
@@ -1237,7 +836,7 @@ fn sites(case: &Case) -> Vec<Site> {
         if let EventVerdict::Figures(judging) = rule.event(raw) {
             let name = match framing {
                 Framing::Sse => parse_sse(raw).name,
-                Framing::Ndjson => None,
+                _ => None,
             };
             out.push(Site {
                 what: format!(
@@ -1265,116 +864,37 @@ fn sites(case: &Case) -> Vec<Site> {
 /// later ones (other events, other cases) one form each, in turn, so that
 /// usage on every chunk does not multiply the run time.
 fn mutations(case: &Case, seen: &mut BTreeSet<String>) -> Vec<Case> {
-    let mut out = Vec::new();
-    let how = if case.stream.is_some() {
+    let mut out: Vec<Case> = Vec::new();
+    let how = if case.framing.streamed() {
         "stream"
     } else {
         "whole"
     };
     let scope = format!("{}{} {how}", case.dialect, case.endpoint);
     for (n, site) in sites(case).into_iter().enumerate() {
-        let mut push = |what: String, edits: &[(Range<usize>, &[u8])], malformed: &[&str]| {
-            let shifted: Vec<(Range<usize>, &[u8])> = edits
-                .iter()
-                .map(|(r, w)| (r.start + site.offset..r.end + site.offset, *w))
-                .collect();
+        let battery = Battery::Once {
+            seen: &mut *seen,
+            scope: &scope,
+            site: n,
+        };
+        for edit in figure_variants(&site.text, site.prefix, site.table, battery) {
             let mut variant = Case {
-                name: format!("{} [{}{what}]", case.name, site.what),
+                name: format!("{} [{}{}]", case.name, site.what, edit.what),
                 key: format!("{}#{}", case.key, out.len()),
-                body: splice(&case.body, &shifted),
+                body: edit.apply(&case.body, site.offset),
                 writes: Vec::new(),
                 pause: false,
-                stated_tokens: None,
                 ..case.clone()
             };
             variant.expect = verdict(&variant);
-            for pointer in malformed {
+            for pointer in &edit.malformed {
                 assert!(
-                    variant.expect.pointers.iter().any(|p| p == pointer),
+                    variant.expect.pointers.contains(pointer),
                     "{}: the rule must find {pointer} malformed",
                     variant.name
                 );
             }
             out.push(variant);
-        };
-        let text = &site.text;
-        let present: Vec<Entry> = entries(text, site.prefix, site.table)
-            .into_iter()
-            .filter(|e| well_formed(&text[e.span.value.clone()], e.domain) == Some(true))
-            .collect();
-        for (f, entry) in present.iter().enumerate() {
-            let value = entry.span.value.clone();
-            let original = std::str::from_utf8(&text[value.clone()]).unwrap();
-            let mut forms = malformed_forms(entry.domain, original);
-            if !seen.insert(format!("{scope} {}", entry.pointer)) {
-                let form = forms.swap_remove((n + f) % forms.len());
-                push(
-                    format!("{} = {form}", entry.pointer),
-                    &[(value.clone(), form.as_bytes())],
-                    &[&entry.pointer],
-                );
-                continue;
-            }
-            for form in forms {
-                push(
-                    format!("{} = {form}", entry.pointer),
-                    &[(value.clone(), form.as_bytes())],
-                    &[&entry.pointer],
-                );
-            }
-            push(
-                format!("{} = null", entry.pointer),
-                &[(value.clone(), b"null")],
-                &[],
-            );
-            if let Some(member) = &entry.span.member {
-                push(
-                    format!("{} removed", entry.pointer),
-                    &[(removal(text, member.clone()), b"")],
-                    &[],
-                );
-            }
-        }
-        // Whole records (and the root, which never collapses).
-        let mut records: Vec<&str> = present.iter().map(|e| record_of(&e.pointer)).collect();
-        records.dedup();
-        for record in records {
-            let members: Vec<&Entry> = present
-                .iter()
-                .filter(|e| record_of(&e.pointer) == record)
-                .collect();
-            if members.len() < 2 || !seen.insert(format!("{scope} record {record}")) {
-                continue;
-            }
-            let forms = ["\"abc\"", "-1", "true", "{}", "[]", "\"8\""];
-            let all_bad: Vec<(Range<usize>, &[u8])> = members
-                .iter()
-                .zip(forms.iter().cycle())
-                .map(|(e, form)| (e.span.value.clone(), form.as_bytes()))
-                .collect();
-            let names: Vec<&str> = members.iter().map(|e| e.pointer.as_str()).collect();
-            let what = if record == site.prefix {
-                "root"
-            } else {
-                record
-            };
-            push(
-                format!("every figure of {what} malformed"),
-                &all_bad,
-                &names,
-            );
-            let mut null_and_bad = all_bad.clone();
-            null_and_bad[0].1 = b"null";
-            push(
-                format!("{what}: first figure null, the others malformed"),
-                &null_and_bad,
-                &names[1..],
-            );
-            let all_null: Vec<(Range<usize>, &[u8])> = members
-                .iter()
-                .map(|e| (e.span.value.clone(), &b"null"[..]))
-                .collect();
-            push(format!("every figure of {what} null"), &all_null, &[]);
         }
     }
     out
@@ -1391,7 +911,7 @@ fn awkward_cuts(case: &Case) -> Vec<usize> {
             cuts.insert(i);
         }
     }
-    for event in split_events(case.stream.unwrap(), body) {
+    for event in split_events(case.framing, body) {
         let len = event.end - event.start;
         cuts.extend([
             event.start + 1,
@@ -1416,481 +936,26 @@ fn all_mutations(cases: impl IntoIterator<Item = Case>) -> Vec<Case> {
 
 // ---------------------------------------------------------------- the bench
 
-#[derive(Clone)]
-struct Served {
-    status: u16,
-    content_type: &'static str,
-    parts: Vec<Vec<u8>>,
-    stream: bool,
-    pause: bool,
-}
+/// Whole answers checked by the shared pass, normalized and rejection
+/// checks, streams by [`check_stream`]; malformed figures counted by label.
+struct Generation;
 
-/// The fake upstream: serves the case an `x-fixture` header names, each
-/// stream part as its own chunk. Its sockets set TCP_NODELAY: with Nagle on
-/// (as in the harness's `Upstream`) a stream's last chunk waits for a delayed
-/// ACK, 40 ms a case.
-async fn upstream(served: Arc<Mutex<HashMap<String, Served>>>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let _ = stream.set_nodelay(true);
-            let served = served.clone();
-            let service = service_fn(move |request: Request<Incoming>| {
-                let served = served.clone();
-                async move {
-                    let key = request
-                        .headers()
-                        .get("x-fixture")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_string();
-                    let _ = request.into_body().collect().await;
-                    let case = served.lock().unwrap().get(&key).cloned();
-                    Ok::<_, Infallible>(answer(case, &key))
-                }
-            });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
-}
+impl Suite for Generation {
+    type Expect = Expect;
 
-fn answer(case: Option<Served>, key: &str) -> Response<ReplyStream> {
-    let (tx, rx) = mpsc::channel(1);
-    let Some(case) = case else {
-        let _ = tx.try_send(Bytes::from(format!("{{\"error\":\"no fixture {key:?}\"}}")));
-        return Response::builder()
-            .status(500)
-            .header("content-type", "application/json")
-            .body(rx.into())
-            .unwrap();
-    };
-    let builder = Response::builder()
-        .status(case.status)
-        .header("content-type", case.content_type);
-    if !case.stream {
-        let body = case.parts.concat();
-        let builder = builder.header("content-length", body.len());
-        let _ = tx.try_send(Bytes::from(body));
-        return builder.body(rx.into()).unwrap();
-    }
-    tokio::spawn(async move {
-        for (i, part) in case.parts.into_iter().enumerate() {
-            if case.pause && i > 0 {
-                tokio::time::sleep(WRITE_PAUSE).await;
-            }
-            if tx.send(Bytes::from(part)).await.is_err() {
-                return;
-            }
-        }
-    });
-    builder.body(rx.into()).unwrap()
-}
-
-/// One probity with a route per dialect, in front of one upstream that
-/// answers each request with the case its `x-fixture` header names.
-struct Bench {
-    probity: Probity,
-    served: Arc<Mutex<HashMap<String, Served>>>,
-    client: Client<HttpConnector, Full<Bytes>>,
-    /// The metrics after the last case: the next case's "before".
-    metrics: String,
-    /// The request id of the last capture, which the list must show second.
-    last_capture: Option<String>,
-    failures: Vec<String>,
-    ran: usize,
-}
-
-impl Bench {
-    async fn start() -> Self {
-        let served: Arc<Mutex<HashMap<String, Served>>> = Arc::default();
-        let upstream = format!("http://{}", upstream(served.clone()).await);
-        let routes: String = DIALECTS
-            .iter()
-            .map(|d| route(d, &format!("/{d}"), &upstream, d, ""))
-            .collect();
-        // A short capture list: each case reads it.
-        let probity = Probity::start(&config(
-            "",
-            &format!("{routes}\n[capture]\nmax_entries = 4\n"),
-        ));
-        let mut bench = Self {
-            probity,
-            served,
-            client: client(),
-            metrics: String::new(),
-            last_capture: None,
-            failures: Vec::new(),
-            ran: 0,
-        };
-        bench.metrics = bench.fetch_metrics().await;
-        bench
-    }
-
-    async fn get(&self, url: String) -> Result<Got, String> {
-        let request = Request::get(url).body(Full::default()).unwrap();
-        exchange(&self.client, request).await
-    }
-
-    async fn fetch_metrics(&self) -> String {
-        match self.get(self.probity.admin_url("/metrics")).await {
-            Ok(got) => got.text(),
-            Err(err) => panic!("/metrics: {err}"),
+    fn check(&self, case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
+        match case.framing.streamed() {
+            true => check_stream(case, got, id, failed),
+            false => check_figures(case, got, id, failed),
         }
     }
 
-    /// Sends a case through probity; returns the response to the client.
-    async fn send(&self, case: &Case) -> Result<Got, String> {
-        self.served.lock().unwrap().insert(
-            case.key.clone(),
-            Served {
-                status: case.status,
-                content_type: case.content_type(),
-                parts: case.parts(),
-                stream: case.stream.is_some(),
-                pause: case.pause,
-            },
-        );
-        let url = self
-            .probity
-            .url(&format!("/{}{}", case.dialect, case.endpoint));
-        let request = Request::post(url)
-            .header("content-type", "application/json")
-            .header("x-fixture", &case.key)
-            .body(Full::new(Bytes::from(case.request.clone())))
-            .unwrap();
-        exchange(&self.client, request).await
+    fn capture(&self, case: &Case) -> Option<Capture> {
+        case.expect.capture()
     }
 
-    async fn run(&mut self, case: &Case) {
-        self.ran += 1;
-        let mut failed = Vec::new();
-        let got = match self.send(case).await {
-            Ok(got) => got,
-            Err(err) => {
-                self.failures.push(format!("{}: {err}", case.name));
-                self.metrics = self.fetch_metrics().await;
-                return;
-            }
-        };
-        let id = got.header("x-request-id").unwrap_or_default().to_string();
-        if id.is_empty() {
-            failed.push("no x-request-id on the response".into());
-        }
-        match (case.stream.is_some(), case.expect.outcome) {
-            (true, _) => check_stream(case, &got, &id, &mut failed),
-            (false, Outcome::Pass) => check_pass(case, &got, &mut failed),
-            (false, Outcome::Normalized) => check_normalized(case, &got, &id, &mut failed),
-            (false, Outcome::Rejected) => check_rejected(case, &got, &id, &mut failed),
-        }
-        if !id.is_empty() {
-            self.check_capture(case, &id, &mut failed).await;
-        }
-        self.check_metrics(case, &mut failed).await;
-        for failure in failed {
-            self.failures.push(format!("{}: {failure}", case.name));
-        }
-    }
-
-    async fn check_capture(&mut self, case: &Case, id: &str, failed: &mut Vec<String>) {
-        let verbatim = match self
-            .get(self.probity.admin_url(&format!("/captures/{id}")))
-            .await
-        {
-            Ok(got) => got,
-            Err(err) => return failed.push(format!("GET /captures/{id}: {err}")),
-        };
-        if case.expect.outcome == Outcome::Pass {
-            if verbatim.status != 404 {
-                failed.push(format!(
-                    "a valid exchange was captured: GET /captures/{id} is {}",
-                    verbatim.status
-                ));
-            }
-            return;
-        }
-        if verbatim.status != 200 {
-            return failed.push(format!(
-                "GET /captures/{id}: {} {}",
-                verbatim.status,
-                short(&verbatim.text())
-            ));
-        }
-        // A broken stream is read no further than needed: its capture is the
-        // upstream bytes up to the broken event at least.
-        let captured: &[u8] = match case.expect.broken_end {
-            Some(end) if verbatim.body.len() >= end && case.body.starts_with(&verbatim.body) => {
-                &verbatim.body
-            }
-            _ => &case.body,
-        };
-        if let Some(diff) = differ("the captured body", &verbatim.body, captured) {
-            failed.push(diff);
-        }
-        let ct = case.content_type();
-        for (name, want) in [
-            ("content-type", ct),
-            ("probity-upstream-content-type", ct),
-            ("probity-upstream-status", &case.status.to_string()),
-        ] {
-            if verbatim.header(name) != Some(want) {
-                failed.push(format!(
-                    "capture header {name}: {:?}, want {want:?}",
-                    verbatim.header(name)
-                ));
-            }
-        }
-
-        let list = match self.get(self.probity.admin_url("/captures")).await {
-            Ok(got) if got.status == 200 => got,
-            Ok(got) => {
-                return failed.push(format!(
-                    "GET /captures: {} {}",
-                    got.status,
-                    short(&got.text())
-                ))
-            }
-            Err(err) => return failed.push(format!("GET /captures: {err}")),
-        };
-        let list: Value = serde_json::from_slice(&list.body).unwrap_or_default();
-        let captures = list["captures"].as_array().cloned().unwrap_or_default();
-        let Some(newest) = captures.first() else {
-            return failed.push(format!("GET /captures lists nothing: {list}"));
-        };
-        if newest["request_id"] != id {
-            failed.push(format!(
-                "the newest capture is {}, not this request",
-                newest["request_id"]
-            ));
-            self.last_capture = newest["request_id"].as_str().map(str::to_owned);
-            return;
-        }
-        let want = [
-            ("route", Value::from(case.dialect)),
-            ("outcome", Value::from(case.expect.outcome.name())),
-            (
-                "invariant",
-                case.expect
-                    .invariant
-                    .clone()
-                    .map_or(Value::Null, Value::from),
-            ),
-            ("upstream_status", Value::from(case.status)),
-            ("body_bytes", Value::from(captured.len())),
-            ("body_captured", Value::from(true)),
-        ];
-        for (member, value) in want {
-            if newest[member] != value {
-                failed.push(format!(
-                    "newest capture {member}: {}, want {value}",
-                    newest[member]
-                ));
-            }
-        }
-        if case.expect.outcome == Outcome::Normalized
-            && newest["pointers"] != Value::from(case.expect.pointers.clone())
-        {
-            failed.push(format!(
-                "newest capture pointers: {}, want {:?}",
-                newest["pointers"], case.expect.pointers
-            ));
-        }
-        if !newest["pointers"].is_array() {
-            failed.push(format!("newest capture pointers: {}", newest["pointers"]));
-        }
-        if !newest["endpoint"]
-            .as_str()
-            .is_some_and(|e| e.ends_with(&case.endpoint))
-        {
-            failed.push(format!(
-                "newest capture endpoint: {}, want {:?}",
-                newest["endpoint"], case.endpoint
-            ));
-        }
-        if newest["time"].is_null() {
-            failed.push("newest capture has no time".into());
-        }
-        if let Some(previous) = &self.last_capture {
-            let second = captures.get(1).map(|c| &c["request_id"]);
-            if second != Some(&Value::from(previous.as_str())) {
-                failed.push(format!(
-                    "captures are not newest first: second is {second:?}, want {previous:?}"
-                ));
-            }
-        }
-        self.last_capture = Some(id.to_string());
-    }
-
-    async fn check_metrics(&mut self, case: &Case, failed: &mut Vec<String>) {
-        let probes = probes(case);
-        let before = std::mem::take(&mut self.metrics);
-        let mut wrong = Vec::new();
-        // A counter may move just after the response (a stream's tokens are
-        // counted when it ends): wait a little for one that lags, never for
-        // one that moved too far.
-        for _ in 0..20 {
-            let after = self.fetch_metrics().await;
-            let (unmet, lagging) = unmet(&before, &after, &probes);
-            wrong = unmet;
-            self.metrics = after;
-            if !lagging {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        failed.extend(wrong);
-    }
-
-    fn finish(self, what: &str) {
-        finish(self.ran, &self.failures, what);
-    }
-}
-
-fn probes(case: &Case) -> Vec<Probe> {
-    let route = || ("route", case.dialect.to_string());
-    let labels = case.labels();
-    let rejected = case.expect.outcome == Outcome::Rejected;
-    let mut probes = vec![
-        (MALFORMED, vec![route()], labels.len() as f64),
-        (INVALID, vec![route()], f64::from(u8::from(rejected))),
-        (UNINSPECTED, vec![route()], 0.0),
-    ];
-    let distinct: BTreeSet<&str> = labels.iter().copied().collect();
-    for label in distinct {
-        let count = labels.iter().filter(|l| **l == label).count();
-        probes.push((
-            MALFORMED,
-            vec![route(), ("figure", label.to_string())],
-            count as f64,
-        ));
-    }
-    if let Some(invariant) = &case.expect.invariant {
-        probes.push((
-            INVALID,
-            vec![route(), ("invariant", invariant.clone())],
-            1.0,
-        ));
-    }
-    for kind in KINDS {
-        let tokens = case.expect.tokens.get(kind).copied().unwrap_or(0);
-        probes.push((
-            TOKENS,
-            vec![route(), ("kind", kind.to_string())],
-            tokens as f64,
-        ));
-    }
-    probes
-}
-
-fn no_probity_headers(got: &Got, failed: &mut Vec<String>) {
-    for name in got.headers.keys() {
-        if name.as_str().starts_with("probity-") {
-            failed.push(format!("unexpected {name}: {:?}", got.headers[name]));
-        }
-    }
-}
-
-fn check_status(got: &Got, want: u16, failed: &mut Vec<String>) {
-    if got.status.as_u16() != want {
-        failed.push(format!(
-            "status {}, want {want}: {}",
-            got.status,
-            short(&got.text())
-        ));
-    }
-}
-
-fn check_content_type(case: &Case, got: &Got, failed: &mut Vec<String>) {
-    if got.header("content-type") != Some(case.content_type()) {
-        failed.push(format!(
-            "content-type {:?}, want {:?}",
-            got.header("content-type"),
-            case.content_type()
-        ));
-    }
-}
-
-fn check_pass(case: &Case, got: &Got, failed: &mut Vec<String>) {
-    check_status(got, case.status, failed);
-    if let Some(diff) = differ("the body", &got.body, &case.body) {
-        failed.push(diff);
-    }
-    no_probity_headers(got, failed);
-    check_content_type(case, got, failed);
-}
-
-fn check_normalized(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
-    check_status(got, case.status, failed);
-    let want = case.expect.client.as_deref().unwrap_or_default();
-    if let Some(diff) = differ("the body", &got.body, want) {
-        failed.push(diff);
-    }
-    let list = case.expect.pointers.join(",");
-    if got.header("probity-normalized") != Some(list.as_str()) {
-        failed.push(format!(
-            "probity-normalized: {:?}, want {list:?}",
-            got.header("probity-normalized")
-        ));
-    }
-    if got.header("probity-capture") != Some(id) {
-        failed.push(format!(
-            "probity-capture: {:?}, want the request id {id:?}",
-            got.header("probity-capture")
-        ));
-    }
-    if let Some(length) = got.header("content-length") {
-        if length != got.body.len().to_string() {
-            failed.push(format!(
-                "content-length {length} for {} bytes",
-                got.body.len()
-            ));
-        }
-    }
-    check_content_type(case, got, failed);
-}
-
-/// The probity error object every rejection carries.
-fn error_object(dialect: &str, invariant: &str, id: &str) -> Value {
-    serde_json::json!({
-        "type": "provider_invalid_response",
-        "code": invariant,
-        "message": "<message>",
-        "route": dialect,
-        "request_id": id,
-    })
-}
-
-fn check_rejected(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
-    check_status(got, 502, failed);
-    if got.header("content-type") != Some("application/json") {
-        failed.push(format!("content-type {:?}", got.header("content-type")));
-    }
-    // The fields are the same in every dialect's envelope.
-    let want = error_object(
-        case.dialect,
-        case.expect.invariant.as_deref().unwrap_or(""),
-        id,
-    );
-    match serde_json::from_slice::<Value>(&got.body)
-        .ok()
-        .and_then(|json| probity_error(&json))
-    {
-        Some(error) if fits(&error, &want, id) => {}
-        _ => failed.push(format!("the error is {}, want {want}", short(&got.text()))),
-    }
-    if got.header("probity-capture") != Some(id) {
-        failed.push(format!(
-            "probity-capture: {:?}, want the request id {id:?}",
-            got.header("probity-capture")
-        ));
-    }
-    if let Some(value) = got.header("probity-normalized") {
-        failed.push(format!("a rejection got probity-normalized: {value:?}"));
+    fn probes(&self, case: &Case) -> Vec<Probe> {
+        figure_probes(case, &labels(case))
     }
 }
 
@@ -1899,7 +964,7 @@ fn check_rejected(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
 /// ones; a broken one ends with one error event in its own format.
 fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     check_status(got, case.status, failed);
-    check_content_type(case, got, failed);
+    check_content_type(got, case.content_type(), failed);
     no_probity_headers(got, failed);
     let want = case.expect.client.as_deref().unwrap_or_default();
     let Some(invariant) = &case.expect.invariant else {
@@ -1908,8 +973,8 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
         }
         return;
     };
-    let api = case.api().unwrap();
-    let template = error_template(case.dialect, api, invariant);
+    let api = api_of(case).unwrap();
+    let template = error_template(&case.dialect, api, invariant);
     let Some(before) = want.strip_suffix(template.as_bytes()) else {
         return failed.push(format!(
             "the expected stream does not end with {template:?}"
@@ -1974,15 +1039,18 @@ fn fits(got: &Value, want: &Value, id: &str) -> bool {
 // ---------------------------------------------------------------- the tests
 
 fn streamed(case: &Case) -> bool {
-    case.stream.is_some()
+    case.framing.streamed()
 }
 
+/// One probity with a route per dialect and a short capture list (each
+/// case reads it).
 async fn run_cases(what: &str, cases: impl IntoIterator<Item = Case>) {
-    let mut bench = Bench::start().await;
-    for case in cases {
-        bench.run(&case).await;
-    }
-    bench.finish(what);
+    let bench = Bench::start(Generation, |upstream| {
+        let routes = dialect_routes(&DIALECTS, upstream);
+        config("", &format!("{routes}\n[capture]\nmax_entries = 4\n"))
+    })
+    .await;
+    bench.run_all(what, cases).await;
 }
 
 #[tokio::test]
@@ -2124,7 +1192,7 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
     let mut wildcards = BTreeSet::new();
     for case in DIALECTS.into_iter().flat_map(load) {
         let name = &case.name;
-        let Some(api) = case.api() else {
+        let Some(api) = api_of(&case) else {
             problems.push(format!(
                 "{name}: {} is not a checked endpoint",
                 case.endpoint
@@ -2134,18 +1202,18 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
         if serde_json::from_slice::<Value>(&case.request).is_err() {
             problems.push(format!("{name}: request.json is not JSON"));
         }
-        if case.stream.is_some_and(|f| f != framing(api)) {
+        if case.framing.streamed() && case.framing != framing(api) {
             problems.push(format!("{name}: the wrong framing for {}", case.endpoint));
         }
         let rule = verdict(&case);
         let mut stated = case.expect.clone();
-        if let Some(tokens) = &case.stated_tokens {
-            if *tokens != rule.tokens {
-                problems.push(format!(
-                    "{name}: the rule counts tokens {:?}, the case says {tokens:?}",
-                    rule.tokens
-                ));
-            }
+        // The tokens are the stated ones, else the rule's (see `load`).
+        if case.expect.tokens != rule.tokens {
+            problems.push(format!(
+                "{name}: the rule counts tokens {:?}, the case says {:?}",
+                rule.tokens.clone().unwrap_or_default(),
+                case.expect.tokens.clone().unwrap_or_default()
+            ));
         }
         stated.tokens = rule.tokens.clone();
         stated.broken_end = rule.broken_end;
@@ -2165,7 +1233,7 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
         let key = (
             case.dialect.to_string(),
             case.endpoint.clone(),
-            case.stream.is_some(),
+            case.framing.streamed(),
         );
         let inspected = (200..300).contains(&case.status);
         match case.expect.outcome {
@@ -2174,12 +1242,12 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
             }
             Outcome::Pass => {}
             Outcome::Normalized => {
-                normalized.insert((case.dialect.to_string(), case.stream.is_some()));
+                normalized.insert((case.dialect.to_string(), case.framing.streamed()));
                 for pointer in &case.expect.pointers {
                     if label_of(api, pointer).is_none() {
-                        collapsed.insert(case.dialect);
+                        collapsed.insert(case.dialect.clone());
                     } else if label_of(api, pointer).is_some_and(|l| l.ends_with("/*")) {
-                        wildcards.insert(case.dialect);
+                        wildcards.insert(case.dialect.clone());
                     }
                 }
             }
@@ -2197,30 +1265,12 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
             problems.push(format!("{name}: writes must rise inside the body"));
         }
     }
-    // Each endpoint and the ways it answers: whole, streamed. Gemini's
-    // generateContent never streams; its streamGenerateContent answers
-    // whole when asked without `alt=sse` (one JSON array).
-    let both: &[bool] = &[false, true];
-    let endpoints = [
-        ("openai", "/v1/chat/completions", both),
-        ("openai", "/v1/completions", both),
-        ("ollama", "/api/chat", both),
-        ("ollama", "/api/generate", both),
-        ("ollama", "/v1/chat/completions", both),
-        ("anthropic", "/v1/messages", both),
-        (
-            "gemini",
-            "/v1beta/models/gemini-2.5-flash:generateContent",
-            &[false],
-        ),
-        (
-            "gemini",
-            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
-            both,
-        ),
-    ];
-    for (dialect, endpoint, ways) in endpoints {
-        let api = api(dialect, endpoint).unwrap();
+    for (dialect, endpoint, api) in ENDPOINTS {
+        // Gemini's generateContent never streams.
+        let ways: &[bool] = match api {
+            Api::GeminiGenerate => &[false],
+            _ => &[false, true],
+        };
         for &streamed in ways {
             let key = (dialect.to_string(), endpoint.to_string(), streamed);
             let how = if streamed { "streamed" } else { "whole" };
@@ -2271,8 +1321,8 @@ fn the_mutations_cover_every_figure_of_every_table() {
     for dialect in DIALECTS {
         let mut battery = BTreeSet::new();
         for case in load(dialect) {
-            let api = case.api().unwrap();
-            let how = if case.stream.is_some() {
+            let api = api_of(&case).unwrap();
+            let how = if case.framing.streamed() {
                 "stream"
             } else {
                 "whole"
@@ -2309,40 +1359,21 @@ fn the_mutations_cover_every_figure_of_every_table() {
         "ollama/v1/chat/completions stream /usage/completion_tokens_details/*",
         "anthropic/v1/messages stream message_start /usage/server_tool_use/*",
     ];
-    let tables: [(&str, &str, &str, Figures); 15] = [
-        ("openai", "/v1/chat/completions", "whole", OPENAI),
-        ("openai", "/v1/chat/completions", "stream", OPENAI),
-        ("openai", "/v1/completions", "whole", OPENAI),
-        ("openai", "/v1/completions", "stream", OPENAI),
-        ("ollama", "/api/chat", "whole", OLLAMA),
-        ("ollama", "/api/chat", "stream", OLLAMA),
-        ("ollama", "/api/generate", "whole", OLLAMA),
-        ("ollama", "/api/generate", "stream", OLLAMA),
-        ("ollama", "/v1/chat/completions", "whole", OPENAI),
-        ("ollama", "/v1/chat/completions", "stream", OPENAI),
-        ("anthropic", "/v1/messages", "whole", ANTHROPIC),
-        (
-            "anthropic",
-            "/v1/messages",
-            "stream message_start",
-            ANTHROPIC,
-        ),
-        ("anthropic", "/v1/messages", "stream", ANTHROPIC_DELTA),
-        (
-            "gemini",
-            "/v1beta/models/gemini-2.5-flash:generateContent",
-            "whole",
-            GEMINI,
-        ),
-        // Without `alt=sse` the chunks come as one JSON array, whose
+    let mut tables: Vec<(&str, &str, String, Figures)> = Vec::new();
+    for (dialect, endpoint, api) in ENDPOINTS {
+        // Gemini's generateContent never streams, and its
+        // streamGenerateContent answers whole only as one JSON array, whose
         // elements' figures are not judged (figures sit on a root object).
-        (
-            "gemini",
-            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
-            "stream",
-            GEMINI,
-        ),
-    ];
+        if api != Api::GeminiStream {
+            tables.push((dialect, endpoint, "whole".into(), table(api)));
+        }
+        if api == Api::GeminiGenerate {
+            continue;
+        }
+        for (event, figures) in stream_tables(api) {
+            tables.push((dialect, endpoint, format!("stream{event}"), figures));
+        }
+    }
     for (dialect, endpoint, how, figures) in tables {
         for (pointer, _, _) in figures {
             let figure = format!("{dialect}{endpoint} {how} {pointer}");

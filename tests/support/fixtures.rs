@@ -1,7 +1,8 @@
-//! Shared by the fixture-driven conformance suites (`tests/conformance.rs`,
-//! `tests/generation_conformance.rs`): a JSON span finder that edits a body
-//! surgically whatever its layout, byte comparison for failure messages, the
-//! Prometheus text reader for metric deltas, and a request with time limits.
+//! Shared by the fixture-driven conformance suites (through their runner,
+//! [`super::conformance`]) and the property tests: a JSON span finder that
+//! edits a body surgically whatever its layout, byte comparison for failure
+//! messages, the Prometheus text reader for metric deltas, and a request with
+//! time limits.
 
 use std::ops::Range;
 
@@ -82,8 +83,19 @@ pub fn value_end(text: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Walks the JSON text to an RFC 6901 pointer, never parsing more than it
-/// must, so spans hold whatever the formatting.
+/// must, so spans hold whatever the formatting. Where an object repeats a
+/// key, the first one.
 pub fn find(text: &[u8], pointer: &str) -> Option<Span> {
+    locate(text, pointer, false)
+}
+
+/// As [`find`], but where an object repeats a key, the last one (as a JSON
+/// reader that keeps the last does).
+pub fn find_last(text: &[u8], pointer: &str) -> Option<Span> {
+    locate(text, pointer, true)
+}
+
+fn locate(text: &[u8], pointer: &str, last: bool) -> Option<Span> {
     let mut at = skip_ws(text, 0);
     let mut member = None;
     if !pointer.is_empty() && !pointer.starts_with('/') {
@@ -97,6 +109,7 @@ pub fn find(text: &[u8], pointer: &str) -> Option<Span> {
                 if text.get(i) == Some(&b'}') {
                     return None;
                 }
+                let mut hit = None;
                 loop {
                     let key_end = string_end(text, i)?;
                     let key: String = serde_json::from_slice(&text[i..key_end]).ok()?;
@@ -107,16 +120,20 @@ pub fn find(text: &[u8], pointer: &str) -> Option<Span> {
                     let start = skip_ws(text, colon + 1);
                     let end = value_end(text, start)?;
                     if key == token {
-                        member = Some(i..end);
-                        at = start;
-                        break;
+                        hit = Some((i..end, start));
+                        if !last {
+                            break;
+                        }
                     }
                     i = skip_ws(text, end);
                     if text.get(i) != Some(&b',') {
-                        return None;
+                        break;
                     }
                     i = skip_ws(text, i + 1);
                 }
+                let (span, start) = hit?;
+                member = Some(span);
+                at = start;
             }
             b'[' => {
                 let wanted: usize = token.parse().ok()?;
@@ -348,16 +365,4 @@ pub fn unmet(before: &str, after: &str, probes: &[Probe]) -> (Vec<String>, bool)
         })
         .collect();
     (wrong, lagging)
-}
-
-/// Fails with every failure a runner collected, or when no case ran.
-pub fn finish(ran: usize, failures: &[String], what: &str) {
-    assert!(ran > 0, "{what}: no case ran");
-    assert!(
-        failures.is_empty(),
-        "{what}: {} failure(s) over {} case(s):\n  - {}",
-        failures.len(),
-        ran,
-        failures.join("\n  - ")
-    );
 }

@@ -8,9 +8,12 @@
 //!   every request it received.
 //! - [`raw_upstream`] is a bare TCP server for upstreams that misbehave:
 //!   never answer, reset mid-body, send too much.
+//! - [`conformance`] is the runner of the fixture-driven conformance suites,
+//!   over [`fixtures`] (JSON spans, byte diffs, metric deltas).
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod conformance;
 pub mod fixtures;
 
 use std::convert::Infallible;
