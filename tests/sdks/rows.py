@@ -1,0 +1,41 @@
+"""The rows of the SDK matrix (tests/sdks.rs), on the Python side: each row
+makes one call the way an app would and prints what the app saw, as one
+JSON line: {"row", "seen"} when the call returned, or {"row", "raised",
+"text", "body", "trace"} when it raised (the exception's class, `str(e)`,
+the body the SDK keeps, if any, and where it was raised)."""
+
+import json
+import os
+import sys
+import traceback
+
+# probity, e.g. http://127.0.0.1:8080; each script appends its route prefix.
+PROBITY = os.environ["PROBE_URL"]
+# What the app asks in every chat: the fake upstream answers in kind.
+MESSAGES = [{"role": "user", "content": "Name the capital of France."}]
+
+
+def kept_body(err):
+    """The body an SDK keeps on its exception, as text (voyageai keeps it
+    in `http_body`, the others as `body`)."""
+    for name in ("http_body", "body"):
+        body = getattr(err, name, None)
+        if body is not None:
+            return body if isinstance(body, str) else json.dumps(body, default=repr)
+    return None
+
+
+def row(name, call):
+    try:
+        out = {"row": name, "seen": call()}
+    except Exception as err:  # noqa: BLE001 - every exception is a finding
+        frames = traceback.extract_tb(err.__traceback__)[-2:]
+        out = {
+            "row": name,
+            "raised": type(err).__name__,
+            "text": str(err),
+            "body": kept_body(err),
+            "trace": [f"{os.path.basename(f.filename)}:{f.lineno} {f.line}" for f in frames],
+        }
+    print(json.dumps(out, default=repr))
+    sys.stdout.flush()
