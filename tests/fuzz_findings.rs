@@ -1270,9 +1270,11 @@ async fn defect14_chunk_requests_keep_whitespace() {
     );
 }
 
-// Decided: a stitched usage whose figures are all malformed collapses to null.
+// Decided: a stitched record is judged like a single call's. OpenAI's
+// embeddings `usage` is required by its schema, so with every figure
+// malformed it keeps its object, each figure null (issue 10).
 #[tokio::test]
-async fn decided_stitched_usage_with_only_malformed_figures_collapses() {
+async fn decided_stitched_usage_with_only_malformed_figures_is_kept_like_a_single_calls() {
     let (_upstream, probity) = chunking(
         |inputs| vectors_answer(inputs.len(), r#"{"prompt_tokens":"x","total_tokens":"y"}"#),
         "",
@@ -1281,13 +1283,14 @@ async fn decided_stitched_usage_with_only_malformed_figures_collapses() {
     let got = post_with(&probity.url(EMBEDDINGS), FOUR, &[]).await.got;
     assert_eq!(got.status, 200, "{}", got.text());
     assert!(
-        got.text().contains(r#""usage":null"#),
-        "usage did not collapse: {}",
+        got.text()
+            .contains(r#""usage":{"prompt_tokens":null,"total_tokens":null}"#),
+        "usage not kept with its figures null: {}",
         got.text()
     );
     assert_eq!(
         header(&got, "probity-normalized").as_deref(),
-        Some("/usage/prompt_tokens,/usage/total_tokens,/usage")
+        Some("/usage/prompt_tokens,/usage/total_tokens")
     );
 }
 

@@ -39,28 +39,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 
-/// Rows that need issue 10 item 1: probity collapses a record to `null` even
-/// where the provider's schema requires the object, and the SDK (or the app
-/// reading it) then fails on `None.output_tokens`. The intended behaviour
-/// keeps a required record and nulls only its malformed figures
-/// (`"usage": {"output_tokens": null}`); the rows expect that. Empty this
-/// list when it lands (a listed row that passes fails the test).
-const BLOCKED_BY_REQUIRED_RECORDS: &[(&str, &str)] = &[
-    // OpenAI embeddings: `usage` is required (`CreateEmbeddingResponse.usage`).
-    ("python openai", "embeddings.collapse"),
-    ("node openai", "embeddings.collapse"),
-    // Anthropic: `usage` is required in a message, in `message_start.message`
-    // and in `message_delta`.
-    ("python anthropic", "message.collapse"),
-    ("python anthropic", "message-stream.collapse"),
-    ("python anthropic", "message-stream.collapse-delta"),
-    ("node anthropic", "message.collapse"),
-    ("node anthropic", "message-stream.collapse"),
-    ("node anthropic", "message-stream.collapse-delta"),
-    // Voyage: `usage` is required; `total_tokens` is its only figure, so a
-    // malformed one always collapses it today.
-    ("python voyageai", "rerank.figure"),
-];
+/// Rows that wait on a record the provider's schema requires being kept as
+/// an object (issue 10 item 1): none since it landed. A listed row that
+/// passes fails the test, so the list cannot go stale.
+const BLOCKED_BY_REQUIRED_RECORDS: &[(&str, &str)] = &[];
 
 /// Rows that fail for another reason: (SDK, row, why). Reported the same way.
 const BLOCKED_OTHER: &[(&str, &str, &str)] = &[(
@@ -68,8 +50,7 @@ const BLOCKED_OTHER: &[(&str, &str, &str)] = &[(
     "embed.figure",
     "the voyageai SDK adds usage.total_tokens to an int (`EmbeddingsObject.update`: \
      `self.total_tokens += response.usage.total_tokens`), so any null total crashes it \
-     (TypeError), even one the provider itself sends: issue 10 item 1 turns today's \
-     AttributeError into that TypeError, and no nulling can pass this row",
+     (TypeError), even one the provider itself sends: no nulling can pass this row",
 )];
 
 // ---------------------------------------------------------------- the fake upstream

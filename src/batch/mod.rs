@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::Value;
 
-use crate::figures::{Domain, Figure, HeaderFigure};
+use crate::figures::{self, Domain, Figure, HeaderFigure};
 use crate::json::{base64_len, scan_numbers, Elements, Json, Kind, Object};
 use crate::violation::Violation;
 
@@ -356,7 +356,7 @@ fn stitch_figures(
     overrides: &mut HashMap<String, String>,
 ) -> Vec<String> {
     let mut nulled = Vec::new();
-    for figure in table {
+    for figure in table.iter().filter(|f| f.domain != Domain::Required) {
         let values: Vec<Option<Json<'_>>> = docs
             .iter()
             .map(|(_, o)| o.as_ref().and_then(|o| lookup(o, figure.pointer)))
@@ -373,6 +373,7 @@ fn stitch_figures(
                 .map(|v| v.text().to_string()),
             Domain::Count => sum_counts(&values),
             Domain::Number => sum_numbers(&values),
+            Domain::Required => None,
         };
         let exists = docs
             .first()
@@ -433,7 +434,7 @@ fn collapse_records(
             records.push(record);
         }
     }
-    for record in records {
+    for record in records.into_iter().filter(|r| !figures::required(table, r)) {
         let mut figures = table
             .iter()
             .filter(|f| f.record() == record)

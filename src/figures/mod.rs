@@ -28,6 +28,10 @@ pub(crate) enum Domain {
     Number,
     /// A non-empty string: the response id.
     Id,
+    /// Not a figure: a record the provider's schema (and its SDKs' types)
+    /// requires, so it keeps its object whatever its figures, which are
+    /// nulled one by one (an SDK reads `usage.output_tokens` unguarded).
+    Required,
 }
 
 /// One ancillary figure in a dialect's table.
@@ -55,6 +59,15 @@ impl Figure {
         Self {
             pointer,
             domain: Domain::Number,
+            tokens: None,
+        }
+    }
+
+    /// A record that must stay an object (see [`Domain::Required`]).
+    pub(crate) const fn required(pointer: &'static str) -> Self {
+        Self {
+            pointer,
+            domain: Domain::Required,
             tokens: None,
         }
     }
@@ -172,7 +185,7 @@ pub(crate) fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgeme
             Some(value) => read(entry.figure.domain, value, body),
         })
         .collect();
-    let collapsed = collapsed(&records, &entries, &readings);
+    let collapsed = collapsed(table, &records, &entries, &readings);
     report(&records, &entries, &readings, &collapsed)
 }
 
@@ -201,7 +214,7 @@ fn entries<'a, 't>(
     records: &[(&'static str, Record<'a>)],
 ) -> Vec<Entry<'a, 't>> {
     let mut entries = Vec::with_capacity(table.len());
-    for figure in table {
+    for figure in table.iter().filter(|f| f.domain != Domain::Required) {
         let record = figure.record();
         let object = if record.is_empty() {
             Some(root)
@@ -240,6 +253,13 @@ fn entries<'a, 't>(
     entries
 }
 
+/// Whether the table marks the record at `pointer` as required.
+pub(crate) fn required(table: &[Figure], pointer: &str) -> bool {
+    table
+        .iter()
+        .any(|f| f.domain == Domain::Required && f.pointer == pointer)
+}
+
 /// Whether `pointer` lies inside the record at `record`.
 fn under(pointer: &str, record: &str) -> bool {
     pointer
@@ -250,6 +270,7 @@ fn under(pointer: &str, record: &str) -> bool {
 /// The records that collapse: those that lost a figure and keep none
 /// (nested records count as part of their parent).
 fn collapsed(
+    table: &[Figure],
     records: &[(&'static str, Record<'_>)],
     entries: &[Entry<'_, '_>],
     readings: &[Reading],
@@ -259,6 +280,9 @@ fn collapsed(
         let Record::Object(_, span) = record else {
             continue;
         };
+        if required(table, pointer) {
+            continue;
+        }
         let mut lost = false;
         let mut kept = false;
         for (reading, entry) in readings.iter().zip(entries) {
@@ -391,6 +415,8 @@ fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
             // and beyond is sound but never saturated into a metric.
             .map(|n| (n.fract() == 0.0 && n < u64::MAX as f64).then_some(n as u64)),
         Domain::Id => value.string().filter(|s| !s.is_empty()).map(|_| None),
+        // A record marker is never read as a figure.
+        Domain::Required => Some(None),
     };
     match sound {
         Some(n) => Reading::Sound(n),
@@ -527,6 +553,47 @@ mod tests {
             assert_eq!(out, r#"{"id": null}"#);
             assert_eq!(j.pointers, ["/id"]);
         }
+    }
+
+    #[test]
+    fn a_required_record_keeps_its_object_and_nulls_its_figures() {
+        let table = &[
+            Figure::required("/usage"),
+            Figure::count("/usage/input_tokens").tokens("input"),
+            Figure::count("/usage/output_tokens").tokens("output"),
+            Figure::count("/usage/server_tool_use/*"),
+        ];
+        let judged = |body: &str| {
+            let json = Json::parse(body.as_bytes()).unwrap();
+            let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+            let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
+            (out, j.pointers)
+        };
+        let (out, pointers) = judged(r#"{"usage": {"input_tokens": "3", "output_tokens": -1}}"#);
+        assert_eq!(
+            out,
+            r#"{"usage": {"input_tokens": null, "output_tokens": null}}"#
+        );
+        assert_eq!(pointers, ["/usage/input_tokens", "/usage/output_tokens"]);
+        // A record inside it that the schema does not require still collapses.
+        let (out, pointers) = judged(
+            r#"{"usage": {"input_tokens": 3, "server_tool_use": {"web_search_requests": "1"}}}"#,
+        );
+        assert_eq!(
+            out,
+            r#"{"usage": {"input_tokens": 3, "server_tool_use": null}}"#
+        );
+        assert_eq!(
+            pointers,
+            [
+                "/usage/server_tool_use/web_search_requests",
+                "/usage/server_tool_use"
+            ]
+        );
+        // Not an object at all: nothing to keep, it is nulled.
+        let (out, pointers) = judged(r#"{"usage": "n/a"}"#);
+        assert_eq!(out, r#"{"usage": null}"#);
+        assert_eq!(pointers, ["/usage"]);
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub(super) struct Anthropic;
 /// `usage` of a message (and, in a stream, of `message_start.message` and
 /// `message_delta`).
 pub(super) const FIGURES: &[Figure] = &[
+    // A message's `usage` is required (the SDKs read it unguarded).
+    Figure::required("/usage"),
     Figure::id("/id"),
     Figure::count("/usage/input_tokens").tokens("input"),
     Figure::count("/usage/output_tokens").tokens("output"),
@@ -24,6 +26,7 @@ pub(super) const FIGURES: &[Figure] = &[
 
 /// `message_delta.usage`: cumulative counts, never to be summed.
 const DELTA_FIGURES: &[Figure] = &[
+    Figure::required("/usage"),
     Figure::count("/usage/input_tokens").tokens("input"),
     Figure::count("/usage/output_tokens").tokens("output"),
     Figure::count("/usage/cache_creation_input_tokens"),

@@ -9,7 +9,9 @@ use crate::json::Object;
 
 pub(super) struct Jina;
 
+/// `usage` is required in Jina's API schema.
 const FIGURES: &[Figure] = &[
+    Figure::required("/usage"),
     Figure::count("/usage/total_tokens").tokens("total"),
     Figure::count("/usage/prompt_tokens").tokens("input"),
 ];

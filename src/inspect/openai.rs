@@ -14,7 +14,10 @@ use crate::violation::Violation;
 pub(super) struct OpenAi;
 
 /// Figures of `/v1/embeddings` and `/rerank` (`/id` is vLLM's).
+/// `usage` is required in OpenAI's embeddings schema (and typed so in its
+/// SDKs): it keeps its object.
 pub(super) const FIGURES: &[Figure] = &[
+    Figure::required("/usage"),
     Figure::id("/id"),
     Figure::count("/usage/prompt_tokens").tokens("input"),
     Figure::count("/usage/total_tokens").tokens("total"),

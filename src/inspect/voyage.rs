@@ -10,7 +10,11 @@ use crate::json::Object;
 
 pub(super) struct Voyage;
 
-const FIGURES: &[Figure] = &[Figure::count("/usage/total_tokens").tokens("total")];
+/// `usage` is required: the voyageai SDK reads `usage.total_tokens`.
+const FIGURES: &[Figure] = &[
+    Figure::required("/usage"),
+    Figure::count("/usage/total_tokens").tokens("total"),
+];
 
 const EMBEDDINGS: Endpoint = Endpoint {
     check: embeddings,

@@ -407,15 +407,19 @@ pub enum Domain {
     Number,
     /// A non-empty string.
     Id,
+    /// Not a figure: a record the provider's schema requires, which keeps
+    /// its object (its malformed figures are nulled one by one).
+    Required,
 }
 
-use Domain::{Count, Id, Number};
+use Domain::{Count, Id, Number, Required};
 
 /// A table: pointers (a last segment `*` stands for every member of that
 /// record) and their domains.
 pub type Figures = &'static [(&'static str, Domain)];
 
 pub const OPENAI_EMBED: Figures = &[
+    ("/usage", Required),
     ("/id", Id),
     ("/usage/prompt_tokens", Count),
     ("/usage/total_tokens", Count),
@@ -456,11 +460,13 @@ pub const COHERE_RERANK: Figures = &[
     ("/meta/tokens/output_tokens", Number),
 ];
 pub const JINA: Figures = &[
+    ("/usage", Required),
     ("/usage/total_tokens", Count),
     ("/usage/prompt_tokens", Count),
 ];
-pub const VOYAGE: Figures = &[("/usage/total_tokens", Count)];
+pub const VOYAGE: Figures = &[("/usage", Required), ("/usage/total_tokens", Count)];
 pub const ANTHROPIC: Figures = &[
+    ("/usage", Required),
     ("/id", Id),
     ("/usage/input_tokens", Count),
     ("/usage/output_tokens", Count),
@@ -470,6 +476,7 @@ pub const ANTHROPIC: Figures = &[
 ];
 /// `message_delta`: the message table without `/id`.
 pub const ANTHROPIC_DELTA: Figures = &[
+    ("/usage", Required),
     ("/usage/input_tokens", Count),
     ("/usage/output_tokens", Count),
     ("/usage/cache_creation_input_tokens", Count),
@@ -619,6 +626,8 @@ pub fn read(domain: Domain, raw: &[u8]) -> Reading {
                 Reading::Sound
             }
         }
+        // A record marker is never read as a figure.
+        Required => Reading::Unclear,
     }
 }
 
@@ -653,7 +662,7 @@ pub struct Entry {
 /// table order; a wildcard stands for every member of its record.
 pub fn entries(doc: &Doc, text: &[u8], prefix: &str, figures: Figures) -> Vec<Entry> {
     let mut out = Vec::new();
-    for &(figure, domain) in figures {
+    for &(figure, domain) in figures.iter().filter(|(_, d)| *d != Required) {
         let pointer = format!("{prefix}{figure}");
         match pointer.strip_suffix("/*") {
             Some(record) => {
@@ -947,6 +956,13 @@ pub fn check_required(
         }
     }
     for record in records(prefix, figures) {
+        // A record the provider's schema requires keeps its object.
+        if figures
+            .iter()
+            .any(|(f, d)| *d == Required && format!("{prefix}{f}") == record)
+        {
+            continue;
+        }
         let Some(node) = doc.resolve(&record) else {
             continue;
         };

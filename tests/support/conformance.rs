@@ -460,6 +460,9 @@ pub enum Domain {
     Number,
     /// A non-empty string (a response id).
     Id,
+    /// Not a figure: a record the provider's schema requires, which keeps
+    /// its object (its malformed figures are nulled one by one).
+    Required,
 }
 
 /// A figure table: each figure's pointer (a last segment `*` stands for
@@ -477,6 +480,7 @@ pub fn well_formed(raw: &[u8], domain: Domain) -> Option<bool> {
         Domain::Count => !raw.is_empty() && raw.iter().all(u8::is_ascii_digit),
         Domain::Number => value.as_f64().is_some_and(|n| n.is_finite()) && raw[0] != b'-',
         Domain::Id => value.as_str().is_some_and(|s| !s.is_empty()),
+        Domain::Required => return None,
     })
 }
 
@@ -496,6 +500,7 @@ pub fn under(pointer: &str, record: &str) -> bool {
 pub fn figure_of(table: Figures, pointer: &str) -> Option<&'static str> {
     table
         .iter()
+        .filter(|(_, domain, _)| *domain != Domain::Required)
         .map(|(figure, _, _)| *figure)
         .find(|figure| match figure.strip_suffix("/*") {
             Some(record) => record_of(pointer) == record,
@@ -517,7 +522,7 @@ pub struct Entry {
 /// order; a wildcard stands for the members of its record in document order.
 pub fn entries(text: &[u8], prefix: &str, table: Figures) -> Vec<Entry> {
     let mut out = Vec::new();
-    for &(figure, domain, kind) in table {
+    for &(figure, domain, kind) in table.iter().filter(|f| f.1 != Domain::Required) {
         match figure.strip_suffix("/*") {
             Some(record) => {
                 let record = format!("{prefix}{record}");
@@ -567,11 +572,21 @@ pub fn judge(text: &[u8], prefix: &str, table: Figures) -> Judged {
         .iter()
         .map(|e| well_formed(&text[e.span.value.clone()], e.domain))
         .collect();
-    // The records, in table order; only those present as objects collapse.
+    // The records, in table order; only those present as objects, and not
+    // required by the provider's schema, collapse.
+    let required = |record: &str| {
+        table
+            .iter()
+            .any(|(f, d, _)| *d == Domain::Required && format!("{prefix}{f}") == record)
+    };
     let mut records: Vec<String> = Vec::new();
-    for (figure, _, _) in table {
+    for (figure, domain, _) in table {
         let record = format!("{prefix}{}", record_of(figure));
-        if record != prefix && !records.contains(&record) {
+        if *domain != Domain::Required
+            && record != prefix
+            && !records.contains(&record)
+            && !required(&record)
+        {
             records.push(record);
         }
     }
@@ -628,6 +643,7 @@ pub fn malformed_forms(domain: Domain, original: &str) -> Vec<String> {
         Domain::Count => &["\"abc\"", "-1", "8.5", "8.0", "1e3", "true", "{}", "[]"],
         Domain::Number => &["\"abc\"", "-1", "-8.5", "true", "{}", "[]"],
         Domain::Id => &["\"\"", "5", "true", "{}"],
+        Domain::Required => &[],
     };
     let mut forms: Vec<String> = forms.iter().map(|f| f.to_string()).collect();
     if domain != Domain::Id {
