@@ -37,4 +37,22 @@ pub enum Command {
         /// The file to check.
         path: PathBuf,
     },
+    /// Prints the effective routes of the configuration in use (`--config`,
+    /// or the embedded default): prefix, upstream, dialect, limits, and
+    /// whether a provider key is injected.
+    Routes,
+    /// The configuration itself.
+    Config {
+        /// What to do with it.
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+}
+
+/// `probity config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Prints the embedded default configuration (config/probity.toml), to
+    /// start a file from: `probity config default > probity.toml`.
+    Default,
 }

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use probity::cli::{Cli, Command};
+use probity::cli::{Cli, Command, ConfigCommand};
 use probity::config::{self, Config, Problems};
 use probity::inspect;
 use probity::route::RouteTable;
@@ -17,6 +17,13 @@ fn main() -> ExitCode {
     init_logs();
     match cli.command {
         Some(Command::CheckConfig { path }) => check_config(&path),
+        Some(Command::Routes) => routes(&cli),
+        Some(Command::Config {
+            what: ConfigCommand::Default,
+        }) => {
+            print!("{}", config::DEFAULT_TOML);
+            ExitCode::SUCCESS
+        }
         None => run(&cli),
     }
 }
@@ -34,15 +41,9 @@ fn check_config(path: &std::path::Path) -> ExitCode {
     }
 }
 
-fn report(source: &str, problems: &Problems) -> ExitCode {
-    eprintln!("{source}: {} problem(s)", problems.0.len());
-    for problem in &problems.0 {
-        eprintln!("  {problem}");
-    }
-    ExitCode::FAILURE
-}
-
-fn run(cli: &Cli) -> ExitCode {
+/// The configuration in use: `--config`, or the embedded default; its
+/// problems are reported and end the process.
+fn loaded(cli: &Cli) -> Result<Config, ExitCode> {
     let (source, loaded) = match cli.config.as_deref() {
         Some(path) => (
             path.display().to_string(),
@@ -53,9 +54,60 @@ fn run(cli: &Cli) -> ExitCode {
             config::load(config::DEFAULT_TOML, &inspect::names()),
         ),
     };
-    let mut config: Config = match loaded {
+    loaded.map_err(|problems| report(&source, &problems))
+}
+
+/// `probity routes`: one line per route, longest prefix first (the order
+/// they are matched in).
+fn routes(cli: &Cli) -> ExitCode {
+    let config = match loaded(cli) {
         Ok(config) => config,
-        Err(problems) => return report(&source, &problems),
+        Err(code) => return code,
+    };
+    let mut routes: Vec<&config::RouteConfig> = config.routes.iter().collect();
+    routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+    println!(
+        "{:<12} {:<12} {:<12} {:<44} {:>10} {:>10} {:>12}  key",
+        "name", "prefix", "dialect", "upstream", "timeout_ms", "idle_ms", "max_resp_b"
+    );
+    for route in routes {
+        let key = match &route.api_key_env {
+            Some(var) if std::env::var_os(var).is_some_and(|v| !v.is_empty()) => {
+                format!("injected from {var}")
+            }
+            Some(var) => format!("{var} unset: the client's own"),
+            None => "the client's own".to_string(),
+        };
+        println!(
+            "{:<12} {:<12} {:<12} {:<44} {:>10} {:>10} {:>12}  {key}",
+            route.name,
+            route.prefix,
+            route.dialect.as_deref().unwrap_or("-"),
+            route.upstream,
+            route.timeout_ms,
+            route.idle_timeout_ms,
+            route.max_response_bytes,
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn report(source: &str, problems: &Problems) -> ExitCode {
+    eprintln!("{source}: {} problem(s)", problems.0.len());
+    for problem in &problems.0 {
+        eprintln!("  {problem}");
+    }
+    ExitCode::FAILURE
+}
+
+fn run(cli: &Cli) -> ExitCode {
+    let source = cli.config.as_deref().map_or_else(
+        || "embedded default configuration".to_string(),
+        |path| path.display().to_string(),
+    );
+    let mut config = match loaded(cli) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
     // The command line's listeners win; a bad one fails to bind, with its key.
     if let Some(listen) = &cli.listen {

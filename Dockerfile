@@ -1,0 +1,26 @@
+# probity as a container: `docker build -t probity .`, then
+# `docker run -p 8080:8080 -p 9464:9464 -e OPENAI_API_KEY probity`.
+# The image runs as a non-root user on the configuration at
+# /etc/probity/probity.toml (listening on every interface; replace it with a
+# mounted file or set PROBITY_CONFIG).
+
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY config ./config
+# Cargo.toml names the benches: their sources must be present to build.
+COPY benches ./benches
+RUN cargo build --release --locked --bin probity
+
+FROM debian:bookworm-slim
+# Upstream TLS uses the web PKI roots compiled into the binary: no CA bundle
+# is needed. No curl either: Kubernetes probes /healthz and /readyz itself.
+RUN useradd --system --uid 10001 --no-create-home probity \
+    && mkdir -p /etc/probity
+COPY --from=build /src/target/release/probity /usr/local/bin/probity
+COPY deploy/container/probity.toml /etc/probity/probity.toml
+ENV PROBITY_CONFIG=/etc/probity/probity.toml
+USER 10001
+EXPOSE 8080 9464
+ENTRYPOINT ["/usr/local/bin/probity"]

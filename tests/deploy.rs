@@ -1,0 +1,151 @@
+//! The ways probity is deployed, checked as far as this machine can (images
+//! cannot be built or pulled here): the container's configuration is valid,
+//! equal to the embedded default but for its listeners, and serves; the
+//! Dockerfile copies what exists and exposes what the configuration binds;
+//! the binary prints its default configuration and its routes.
+
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::*;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn probity(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_probity"))
+        .args(args)
+        .env_remove("PROBITY_CONFIG")
+        .output()
+        .unwrap()
+}
+
+const CONTAINER_CONFIG: &str = "deploy/container/probity.toml";
+
+#[test]
+fn the_container_configuration_is_the_default_listening_on_every_interface() {
+    let default = read("config/probity.toml");
+    let container = read(CONTAINER_CONFIG);
+    // Its own header comment aside, only the two listeners differ.
+    let body = container.split_once("\n\n").map(|(_, body)| body).unwrap();
+    let expected = default
+        .replacen(
+            "listen = \"127.0.0.1:8080\"",
+            "listen = \"0.0.0.0:8080\"",
+            1,
+        )
+        .replacen(
+            "admin_listen = \"127.0.0.1:9464\"",
+            "admin_listen = \"0.0.0.0:9464\"",
+            1,
+        );
+    assert_eq!(
+        body, expected,
+        "{CONTAINER_CONFIG} drifted from the default"
+    );
+    let output = probity(&[
+        "check-config",
+        root().join(CONTAINER_CONFIG).to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[tokio::test]
+async fn the_container_configuration_serves() {
+    // On port 0: the image's own addresses are for the container's network.
+    let path = root().join(CONTAINER_CONFIG);
+    let ports = [
+        ("PROBITY_LISTEN", "127.0.0.1:0"),
+        ("PROBITY_ADMIN_LISTEN", "127.0.0.1:0"),
+    ];
+    let probity = Probity::launch(
+        &[std::ffi::OsStr::new("--config"), path.as_os_str()],
+        &ports,
+        temp_path(".unused"),
+    );
+    assert_eq!(get(&probity.admin_url("/healthz")).await.status, 200);
+    assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
+}
+
+#[test]
+fn the_dockerfile_copies_what_exists_and_exposes_what_is_bound() {
+    let dockerfile = read("Dockerfile");
+    let mut copies = 0;
+    for line in dockerfile.lines().map(str::trim) {
+        let Some(args) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        if args.starts_with("--from") {
+            continue;
+        }
+        let words: Vec<&str> = args.split_whitespace().collect();
+        for source in &words[..words.len() - 1] {
+            assert!(root().join(source).exists(), "COPY {source}: no such path");
+            copies += 1;
+        }
+    }
+    assert!(copies >= 4, "{dockerfile}");
+    assert!(dockerfile.contains("cargo build --release --locked"));
+    assert!(dockerfile.contains(&format!(
+        "COPY {CONTAINER_CONFIG} /etc/probity/probity.toml"
+    )));
+    assert!(dockerfile.contains("ENV PROBITY_CONFIG=/etc/probity/probity.toml"));
+    assert!(dockerfile.contains("EXPOSE 8080 9464"));
+    assert!(dockerfile.contains("USER 10001"), "a non-root user");
+    let container = read(CONTAINER_CONFIG);
+    assert!(container.contains("listen = \"0.0.0.0:8080\""));
+    assert!(container.contains("admin_listen = \"0.0.0.0:9464\""));
+    let ignore = read(".dockerignore");
+    assert!(ignore.lines().any(|l| l.trim() == "target"));
+}
+
+#[test]
+fn the_binary_prints_its_default_configuration_and_routes() {
+    let output = probity(&["config", "default"]);
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        read("config/probity.toml")
+    );
+
+    let output = probity(&["routes"]);
+    assert!(output.status.success(), "{output:?}");
+    let table = String::from_utf8(output.stdout).unwrap();
+    for prefix in [
+        "/ollama",
+        "/openai",
+        "/anthropic",
+        "/cohere",
+        "/jina",
+        "/voyage",
+        "/tei",
+        "/gemini",
+    ] {
+        assert!(table.contains(prefix), "{prefix} missing:\n{table}");
+    }
+    assert!(table.lines().next().unwrap().starts_with("name"));
+    // An invalid file is reported like check-config does, and fails.
+    let bad = temp_path(".toml");
+    std::fs::write(&bad, "[server]\nmax_connections = \"lots\"\n").unwrap();
+    let output = probity(&["--config", bad.to_str().unwrap(), "routes"]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("server.max_connections"));
+    let _ = std::fs::remove_file(bad);
+}
