@@ -149,3 +149,98 @@ fn the_binary_prints_its_default_configuration_and_routes() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("server.max_connections"));
     let _ = std::fs::remove_file(bad);
 }
+
+/// The Kubernetes manifests: valid against the Kubernetes schemas (offline,
+/// `kubernetes-validate`), and in step with probity: probes on the admin
+/// port's `/readyz` and `/healthz`, ports the configuration binds, a grace
+/// period longer than the drain plus the preStop pause, and a ConfigMap
+/// whose configuration passes `check-config`.
+#[test]
+fn the_kubernetes_manifests_are_valid_and_agree_with_the_configuration() {
+    let install = "python3 -m pip install kubernetes-validate pyyaml";
+    let validator = Command::new("kubernetes-validate")
+        .arg("--version")
+        .output();
+    let yaml = Command::new("python3").args(["-c", "import yaml"]).status();
+    let mut missing = Vec::new();
+    if !validator.is_ok_and(|o| o.status.success()) {
+        missing.push("kubernetes-validate");
+    }
+    if !yaml.is_ok_and(|s| s.success()) {
+        missing.push("pyyaml");
+    }
+    if !can_run(
+        "the_kubernetes_manifests_are_valid_and_agree_with_the_configuration",
+        &missing,
+        install,
+    ) {
+        return;
+    }
+    let manifests: Vec<_> = std::fs::read_dir(root().join("deploy/kubernetes"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    assert!(manifests.len() >= 6, "{manifests:?}");
+    let output = Command::new("kubernetes-validate")
+        .arg("--strict")
+        .args(&manifests)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let output = Command::new("python3")
+        .arg(root().join("tests/deploy/kubernetes.py"))
+        .arg(root())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let facts: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let config = facts["config"].as_str().expect("the probity ConfigMap");
+    let path = temp_path(".toml");
+    std::fs::write(&path, config).unwrap();
+    let checked = probity(&["check-config", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert!(checked.status.success(), "{checked:?}");
+    let port = |key: &str| -> u64 {
+        let line = config
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key} =")))
+            .unwrap();
+        line.rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('"')
+            .parse()
+            .unwrap()
+    };
+    let (proxy, admin) = (port("listen"), port("admin_listen"));
+    let drain_ms: u64 = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("drain_timeout_ms = "))
+        .map_or(30_000, |v| v.parse().unwrap());
+    let pods = facts["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 2, "the classic and the native sidecar");
+    for pod in pods {
+        let file = &pod["file"];
+        assert_eq!(pod["ports"]["proxy"], proxy, "{file}");
+        assert_eq!(pod["ports"]["metrics"], admin, "{file}");
+        assert_eq!(pod["readiness"]["path"], "/readyz", "{file}");
+        assert_eq!(pod["readiness"]["port"], admin, "{file}");
+        assert_eq!(pod["liveness"]["path"], "/healthz", "{file}");
+        assert_eq!(pod["liveness"]["port"], admin, "{file}");
+        assert_eq!(pod["config_env"], "/etc/probity/probity.toml", "{file}");
+        assert_eq!(pod["mount"], "/etc/probity", "{file}");
+        let grace = pod["grace"].as_u64().unwrap();
+        let pause = pod["pre_stop"].as_u64().unwrap();
+        assert!(
+            grace * 1000 > drain_ms + pause * 1000,
+            "{file}: a grace period of {grace} s leaves no room for a {drain_ms} ms drain after a {pause} s pause"
+        );
+    }
+}
