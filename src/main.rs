@@ -139,7 +139,7 @@ fn run(cli: &Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let probity = match Probity::bind(&config, routes, metrics).await {
+        let probity = match Probity::bind(&config, routes, metrics, reread(cli)).await {
             Ok(probity) => probity,
             Err(err) => {
                 eprintln!("{err}");
@@ -158,6 +158,32 @@ fn run(cli: &Cli) -> ExitCode {
         probity.serve(shutdown_signal()).await;
         tracing::info!("stopped");
         ExitCode::SUCCESS
+    })
+}
+
+/// How a reload reads the configuration: the same source again (the
+/// embedded default can only be re-validated), with the same listener
+/// overrides, and the key variables as they are now.
+fn reread(cli: &Cli) -> probity::server::Source {
+    let (path, listen, admin) = (
+        cli.config.clone(),
+        cli.listen.clone(),
+        cli.admin_listen.clone(),
+    );
+    Box::new(move || {
+        let dialects = inspect::names();
+        let mut config = match &path {
+            Some(path) => config::load_file(path, &dialects)?,
+            None => config::load(config::DEFAULT_TOML, &dialects)?,
+        };
+        if let Some(listen) = &listen {
+            config.server.listen = listen.clone();
+        }
+        if let Some(admin) = &admin {
+            config.server.admin_listen = admin.clone();
+        }
+        let routes = RouteTable::build(&config, |var| std::env::var(var).ok())?;
+        Ok((config, routes))
     })
 }
 

@@ -29,6 +29,7 @@ pub(crate) const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
 pub(crate) const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
 pub(crate) const CHUNKS_TOTAL: &str = "probity_chunks_total";
 pub(crate) const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
+pub(crate) const CONFIG_RELOADS_TOTAL: &str = "probity_config_reloads_total";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -100,6 +101,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         "Embedding batches split into chunks."
     );
     describe_counter!(CHUNKS_TOTAL, "Chunks sent for split embedding batches.");
+    describe_counter!(
+        CONFIG_RELOADS_TOTAL,
+        "Configuration reloads (SIGHUP or POST /reload), by result: applied or rejected."
+    );
     describe_counter!(
         INTERNAL_ERRORS_TOTAL,
         "Faults in probity itself (a panic caught while serving a request), by route."
@@ -319,4 +324,19 @@ pub(crate) fn internal_error(route: &str, request_id: &HeaderValue, what: &str) 
         error = what,
         "internal error: a panic while serving a request was caught and answered"
     );
+}
+
+/// A configuration reload was applied or refused (with every problem).
+pub(crate) fn config_reloaded(trigger: &'static str, applied: bool, routes: usize, problems: &str) {
+    let result = if applied { "applied" } else { "rejected" };
+    counter!(CONFIG_RELOADS_TOTAL, "result" => result).increment(1);
+    if applied {
+        tracing::info!(trigger, routes, "configuration reloaded");
+    } else {
+        tracing::error!(
+            trigger,
+            problems,
+            "configuration reload refused: the previous configuration keeps serving"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 //! - `GET /metrics`: Prometheus text format;
 //! - `GET /healthz`: 200 while the process is up;
 //! - `GET /readyz`: 200 while accepting traffic, 503 while draining;
+//! - `POST /reload`: reads the configuration again (as SIGHUP does);
 //! - `GET /captures`: the capture store's listing, the newest first;
 //! - `GET /captures/{request_id}`: one capture's verbatim upstream body, with
 //!   its content type; the upstream status and headers are in
@@ -27,6 +28,9 @@ use tokio::net::TcpListener;
 
 use crate::capture::{rfc3339, Capture, CaptureStore, Outcome};
 
+/// Reloads the configuration: the routes now in force, or its problems.
+pub(crate) type Reload = Arc<dyn Fn() -> Result<usize, String> + Send + Sync>;
+
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -37,6 +41,7 @@ pub(crate) async fn serve(
     ready: Arc<AtomicBool>,
     metrics: PrometheusHandle,
     captures: Arc<CaptureStore>,
+    reload: Reload,
 ) {
     // Histograms are drained into their buckets by upkeep, not on render.
     let upkeep = metrics.clone();
@@ -64,8 +69,13 @@ pub(crate) async fn serve(
         let ready = ready.clone();
         let metrics = metrics.clone();
         let captures = captures.clone();
+        let reload = reload.clone();
         let service = service_fn(move |request: Request<Incoming>| {
-            let response = answer(&request, &ready, &metrics, &captures);
+            let response = if request.uri().path() == "/reload" {
+                reloaded(&request, &reload)
+            } else {
+                answer(&request, &ready, &metrics, &captures)
+            };
             async move { Ok::<_, Infallible>(response) }
         });
         let http = http.clone();
@@ -113,9 +123,28 @@ fn answer(
             },
             None => text(
                 StatusCode::NOT_FOUND,
-                "admin endpoints: /metrics, /healthz, /readyz, /captures\n".into(),
+                "admin endpoints: /metrics, /healthz, /readyz, /captures, POST /reload\n".into(),
             ),
         },
+    }
+}
+
+/// `POST /reload`: 200 with the routes now in force, or 422 with every
+/// problem of the configuration that was refused (the old one serves on).
+fn reloaded(request: &Request<Incoming>, reload: &Reload) -> Response<Full<Bytes>> {
+    if request.method() != Method::POST {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n".into());
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+    match reload() {
+        Ok(routes) => text(StatusCode::OK, format!("reloaded: {routes} routes\n")),
+        Err(problems) => text(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("reload refused, the previous configuration keeps serving:\n{problems}\n"),
+        ),
     }
 }
 

@@ -93,7 +93,10 @@ async fn exchange(
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (parts, body) = request.into_parts();
-    let matched = shared.routes.find(parts.uri.path())?;
+    // The table in force when the request came: a reload never changes a
+    // request (or a stream) in flight.
+    let routes = shared.routes.current();
+    let matched = routes.find(parts.uri.path())?;
     let route = matched.route;
     record.route = Some(route.name.clone());
     record.envelope = route.dialect.error_envelope();

@@ -12,7 +12,11 @@ mod checked;
 mod chunks;
 mod exchange;
 mod finish;
+mod reload;
 mod request_id;
+
+pub use reload::Source;
+use reload::{Reloader, Routes};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -39,7 +43,8 @@ use crate::telemetry;
 
 /// What every request handler reads.
 pub(crate) struct Shared {
-    pub(crate) routes: RouteTable,
+    /// The route table in force (swapped whole on a reload).
+    pub(crate) routes: Routes,
     pub(crate) max_request_bytes: u64,
     pub(crate) captures: Arc<CaptureStore>,
     /// How much of a checked stream's verbatim bytes to hold for its capture.
@@ -66,6 +71,11 @@ pub enum StartError {
 /// A bound, not yet serving, proxy.
 pub struct Probity {
     shared: Arc<Shared>,
+    reloader: Arc<Reloader>,
+    /// SIGHUP, listened for from the bind on: a hangup that comes before
+    /// serving must reload, not end the process (its default action).
+    #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
     proxy: TcpListener,
     admin: TcpListener,
     metrics: PrometheusHandle,
@@ -75,11 +85,13 @@ pub struct Probity {
 }
 
 impl Probity {
-    /// Binds both listeners of a validated configuration.
+    /// Binds both listeners of a validated configuration; `source` reads
+    /// it again on a reload.
     pub async fn bind(
         config: &Config,
         routes: RouteTable,
         metrics: PrometheusHandle,
+        source: Source,
     ) -> Result<Self, StartError> {
         let server = &config.server;
         let bind = |key: &'static str, addr: &str| {
@@ -92,9 +104,18 @@ impl Probity {
         };
         let proxy = bind("server.listen", &server.listen).await?;
         let admin = bind("server.admin_listen", &server.admin_listen).await?;
+        #[cfg(unix)]
+        let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         Ok(Self {
+            #[cfg(unix)]
+            hangup,
+            reloader: Arc::new(Reloader {
+                source,
+                listen: server.listen.clone(),
+                admin_listen: server.admin_listen.clone(),
+            }),
             shared: Arc::new(Shared {
-                routes,
+                routes: Routes::new(routes),
                 max_request_bytes: server.max_request_bytes,
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
                 schemas: SchemaCache::new(256),
@@ -127,11 +148,22 @@ impl Probity {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let ready = Arc::new(AtomicBool::new(true));
         let captures = self.shared.captures.clone();
+        let reload: admin::Reload = {
+            let (reloader, shared) = (self.reloader.clone(), self.shared.clone());
+            Arc::new(move || reloader.reload(&shared.routes, "admin"))
+        };
         tokio::spawn(admin::serve(
             self.admin,
             ready.clone(),
             self.metrics,
             captures,
+            reload,
+        ));
+        #[cfg(unix)]
+        tokio::spawn(reload_on_hangup(
+            self.hangup,
+            self.reloader.clone(),
+            self.shared.clone(),
         ));
 
         let mut http = auto::Builder::new(TokioExecutor::new());
@@ -190,6 +222,23 @@ impl Probity {
                 "drain timeout reached: closing the connections still open"
             ),
         }
+    }
+}
+
+/// Reloads the configuration on every SIGHUP, for the process's life.
+#[cfg(unix)]
+async fn reload_on_hangup(
+    hangup: Option<tokio::signal::unix::Signal>,
+    reloader: Arc<Reloader>,
+    shared: Arc<Shared>,
+) {
+    let Some(mut hangup) = hangup else {
+        tracing::warn!("cannot listen for SIGHUP: reload through POST /reload");
+        return;
+    };
+    while hangup.recv().await.is_some() {
+        // The outcome is logged and counted by the reload itself.
+        let _ = reloader.reload(&shared.routes, "sighup");
     }
 }
 

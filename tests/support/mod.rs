@@ -212,6 +212,12 @@ impl Probity {
         }
     }
 
+    /// Replaces the configuration file the process was started on (for a
+    /// reload).
+    pub fn rewrite_config(&self, config: &str) {
+        std::fs::write(&self.config_path, config).unwrap();
+    }
+
     /// Peak resident memory of the process so far (`VmHWM`), in bytes.
     pub fn peak_rss(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
