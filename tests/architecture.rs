@@ -173,3 +173,72 @@ fn no_function_outside_tests_is_longer_than_a_reader_can_hold() {
         long.join("\n")
     );
 }
+
+/// The README is the reference: every metric, every error type, every
+/// configuration key and every invariant code the source defines appears
+/// in it, so the documentation cannot drift from the code.
+#[test]
+fn the_readme_names_every_metric_error_type_key_and_invariant() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let text = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+    // `"..."` literals of a file that look like snake_case names.
+    let names = |source: &str, keep: &dyn Fn(&str) -> bool| -> BTreeSet<String> {
+        source
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+            .filter(|s| keep(s))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut missing = Vec::new();
+    let metrics = names(&text("src/telemetry.rs"), &|s| s.starts_with("probity_"));
+    assert!(metrics.len() >= 15, "{metrics:?}");
+    let errors = text("src/error.rs");
+    let kinds = names(&errors[..errors.find("fn code(").unwrap()], &|s| {
+        s.contains('_') || ["overloaded"].contains(&s)
+    });
+    assert!(kinds.len() >= 10, "{kinds:?}");
+    // Every `invariant: "..."` / `violation("...", ...)` code in src/.
+    let mut invariants = BTreeSet::new();
+    for path in sources() {
+        let source = std::fs::read_to_string(&path).unwrap();
+        for marker in ["invariant: \"", "violation(\"", "violation(\n"] {
+            for (at, _) in source.match_indices(marker) {
+                let rest = &source[at + marker.len()..];
+                let rest = rest.trim_start().trim_start_matches('"');
+                let code: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if code.contains('_') {
+                    invariants.insert(code);
+                }
+            }
+        }
+    }
+    assert!(invariants.len() >= 20, "{invariants:?}");
+    // Every configuration key the default file documents.
+    let keys: BTreeSet<String> = text("config/probity.toml")
+        .lines()
+        .map(|l| l.trim_start_matches('#').trim())
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k.trim().to_string()))
+        .filter(|k| k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .collect();
+    assert!(keys.len() >= 15, "{keys:?}");
+    for (what, set) in [
+        ("metric", metrics),
+        ("error type", kinds),
+        ("invariant", invariants),
+        ("configuration key", keys),
+    ] {
+        for name in set {
+            if !readme.contains(&format!("`{name}")) && !readme.contains(&name) {
+                missing.push(format!("{what} {name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in README.md: {missing:?}");
+}
