@@ -244,3 +244,76 @@ fn the_kubernetes_manifests_are_valid_and_agree_with_the_configuration() {
         );
     }
 }
+
+/// The Compose example (no `docker compose` here to run `config`): parsed
+/// as YAML, its files exist, its probity configuration is valid, and the
+/// ports, the scrape target and the data source agree with each other.
+#[test]
+fn the_compose_example_agrees_with_itself_and_with_probity() {
+    let yaml = Command::new("python3")
+        .args(["-c", "import yaml"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let missing: &[&str] = if yaml { &[] } else { &["pyyaml"] };
+    if !can_run(
+        "the_compose_example_agrees_with_itself_and_with_probity",
+        missing,
+        "python3 -m pip install pyyaml",
+    ) {
+        return;
+    }
+    let dir = root().join("deploy/compose");
+    let as_json = |file: &str| -> serde_json::Value {
+        let output = Command::new("python3")
+            .args([
+                "-c",
+                "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+            ])
+            .arg(dir.join(file))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{file}: {output:?}");
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let compose = as_json("compose.yaml");
+    let services = &compose["services"];
+    for name in ["probity", "ollama", "prometheus", "grafana"] {
+        assert!(services[name].is_object(), "no {name} service");
+    }
+    // Every bind-mounted file exists; the build context holds the Dockerfile.
+    for (_, service) in services.as_object().unwrap() {
+        for volume in service["volumes"].as_array().into_iter().flatten() {
+            let source = volume.as_str().unwrap().split(':').next().unwrap();
+            if source.starts_with("./") {
+                assert!(dir.join(source).exists(), "{source}: no such file");
+            }
+        }
+    }
+    let context = services["probity"]["build"].as_str().unwrap();
+    assert!(dir.join(context).join("Dockerfile").exists());
+
+    // probity's configuration is valid and binds the ports Compose publishes.
+    let config = dir.join("probity.toml");
+    let output = probity(&["check-config", config.to_str().unwrap()]);
+    assert!(output.status.success(), "{output:?}");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("listen = \"0.0.0.0:8080\""));
+    assert!(text.contains("admin_listen = \"0.0.0.0:9464\""));
+    assert!(text.contains("upstream = \"http://ollama:11434\""));
+    let ports: Vec<&str> = services["probity"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(ports, ["8080:8080", "9464:9464"]);
+
+    // Prometheus scrapes probity's admin port; Grafana reads Prometheus.
+    let prometheus = as_json("prometheus.yml");
+    let target = &prometheus["scrape_configs"][0]["static_configs"][0]["targets"][0];
+    assert_eq!(target, "probity:9464");
+    let grafana = as_json("grafana-datasource.yml");
+    assert_eq!(grafana["datasources"][0]["url"], "http://prometheus:9090");
+    let published = services["prometheus"]["ports"][0].as_str().unwrap();
+    assert!(published.ends_with(":9090"));
+}
