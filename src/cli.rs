@@ -41,6 +41,28 @@ pub enum Command {
     /// or the embedded default): prefix, upstream, dialect, limits, and
     /// whether a provider key is injected.
     Routes,
+    /// Judges a saved response (a JSON document, or an SSE or NDJSON
+    /// stream) offline, exactly as a route would: prints what the client
+    /// would receive, and the verdict on stderr (or as JSON with --json).
+    /// Exits 0 when it passed or was normalized, 1 when rejected, 2 on a
+    /// usage error.
+    Inspect {
+        /// The route whose dialect judges it (`probity routes` lists them).
+        #[arg(long)]
+        route: String,
+        /// The path after the route prefix, e.g. `/v1/embeddings`.
+        #[arg(long)]
+        path: String,
+        /// The request it answers (its `input`, `stream`, `n`...); without
+        /// it, `{}`.
+        #[arg(long)]
+        request: Option<PathBuf>,
+        /// Print the verdict as one JSON object on stderr.
+        #[arg(long)]
+        json: bool,
+        /// The saved response; `-` or nothing reads standard input.
+        file: Option<PathBuf>,
+    },
     /// The configuration itself.
     Config {
         /// What to do with it.

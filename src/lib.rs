@@ -20,6 +20,7 @@ pub mod forward;
 pub mod inspect;
 pub(crate) mod invariants;
 pub(crate) mod json;
+pub mod offline;
 pub mod route;
 pub mod server;
 pub mod telemetry;

@@ -14,9 +14,26 @@ use probity::telemetry;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs();
-    match cli.command {
-        Some(Command::CheckConfig { path }) => check_config(&path),
+    // `inspect` prints the judged body on stdout: no log lines there.
+    if !matches!(cli.command, Some(Command::Inspect { .. })) {
+        init_logs();
+    }
+    match &cli.command {
+        Some(Command::CheckConfig { path }) => check_config(path),
+        Some(Command::Inspect {
+            route,
+            path,
+            request,
+            json,
+            file,
+        }) => inspect_offline(
+            &cli,
+            route,
+            path,
+            request.as_deref(),
+            *json,
+            file.as_deref(),
+        ),
         Some(Command::Routes) => routes(&cli),
         Some(Command::Config {
             what: ConfigCommand::Default,
@@ -90,6 +107,92 @@ fn routes(cli: &Cli) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// `probity inspect`: the verdict on a saved response, exit 0 (passed,
+/// normalized, unchecked), 1 (rejected) or 2 (usage).
+fn inspect_offline(
+    cli: &Cli,
+    route: &str,
+    path: &str,
+    request: Option<&std::path::Path>,
+    json: bool,
+    file: Option<&std::path::Path>,
+) -> ExitCode {
+    let usage = |message: String| {
+        eprintln!("probity inspect: {message}");
+        ExitCode::from(2)
+    };
+    let config = match loaded(cli) {
+        Ok(config) => config,
+        Err(_) => return ExitCode::from(2),
+    };
+    let routes = match RouteTable::build(&config, |_| None) {
+        Ok(routes) => routes,
+        Err(problems) => return usage(problems.to_string()),
+    };
+    let request = match request {
+        Some(path) => match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(err) => return usage(format!("cannot read {}: {err}", path.display())),
+        },
+        None => b"{}".to_vec(),
+    };
+    let response = match file.filter(|f| f.as_os_str() != "-") {
+        Some(path) => std::fs::read(path).map_err(|err| format!("{}: {err}", path.display())),
+        None => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+                .map(|_| bytes)
+                .map_err(|err| format!("standard input: {err}"))
+        }
+    };
+    let response = match response {
+        Ok(bytes) => bytes,
+        Err(err) => return usage(format!("cannot read the response: {err}")),
+    };
+    // A saved document is judged as one, as the proxy does a JSON-typed
+    // answer: by the file's extension, else by whether it is one JSON value.
+    let document = match file.and_then(|f| f.extension()).and_then(|e| e.to_str()) {
+        Some("json") => true,
+        Some("sse" | "ndjson" | "jsonl") => false,
+        _ => serde_json::from_slice::<serde::de::IgnoredAny>(&response).is_ok(),
+    };
+    let judged = match probity::offline::judge(&routes, route, path, &request, &response, document)
+    {
+        Ok(judged) => judged,
+        Err(err) => return usage(err.to_string()),
+    };
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(&judged.body);
+    eprintln!("{}", verdict(&judged, json));
+    if judged.outcome == "rejected" {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The verdict line of `probity inspect`: JSON, or `<outcome>[ <invariant>]
+/// [ <pointers>][ output invalid: <reasons>]`.
+fn verdict(judged: &probity::offline::Judged, json: bool) -> String {
+    if json {
+        return serde_json::to_string(judged).unwrap_or_default();
+    }
+    let mut line = judged.outcome.to_string();
+    if let Some(invariant) = judged.invariant {
+        line.push_str(&format!(" {invariant}"));
+    }
+    if !judged.pointers.is_empty() {
+        line.push_str(&format!(" {}", judged.pointers.join(",")));
+    }
+    if !judged.output_reasons.is_empty() {
+        line.push_str(&format!(
+            " output invalid: {}",
+            judged.output_reasons.join(",")
+        ));
+    }
+    line
 }
 
 fn report(source: &str, problems: &Problems) -> ExitCode {

@@ -123,6 +123,11 @@ impl RouteTable {
         })
     }
 
+    /// The route of this name.
+    pub(crate) fn named(&self, name: &str) -> Option<&Arc<Route>> {
+        self.routes.iter().find(|r| &*r.name == name)
+    }
+
     /// The route for a request path, and what is left of the path after its prefix.
     pub fn find<'a>(&'a self, path: &'a str) -> Result<Matched<'a>, NoRoute> {
         // `*` (OPTIONS) and authority-form (CONNECT) targets have no path to route.

@@ -30,7 +30,7 @@ use crate::capture::CaptureStore;
 use crate::contract::Contract;
 use crate::error::ProxyError;
 use crate::figures;
-use crate::forward::{ForwardError, Relay};
+use crate::forward::ForwardError;
 use crate::inspect::stream::{self, EventCheck, Framing};
 use crate::inspect::StreamJudge;
 use crate::telemetry;
@@ -50,8 +50,12 @@ pub(crate) struct StreamContext {
     pub(crate) retry_invalid: bool,
 }
 
+/// Where a checked stream's bytes come from: the upstream's relay, or
+/// (offline) a saved body.
+type Source = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
+
 pub(crate) struct CheckedStream {
-    relay: Relay,
+    relay: Source,
     framing: Framing,
     /// Whether SSE comment lines may be added.
     comments: bool,
@@ -80,9 +84,13 @@ pub(crate) struct CheckedStream {
 }
 
 impl CheckedStream {
-    pub(crate) fn new(relay: Relay, judge: StreamJudge, context: StreamContext) -> Self {
+    pub(crate) fn new(
+        relay: impl Body<Data = Bytes, Error = ForwardError> + Send + 'static,
+        judge: StreamJudge,
+        context: StreamContext,
+    ) -> Self {
         Self {
-            relay,
+            relay: Box::pin(relay),
             framing: judge.framing,
             comments: judge.comments,
             check: judge.check,
@@ -103,6 +111,11 @@ impl CheckedStream {
     /// The fault kind or invariant that cut the stream, if one did.
     pub(crate) fn cut(&self) -> Option<&'static str> {
         self.findings.cut.or(self.findings.rejected)
+    }
+
+    /// What the checks found so far.
+    pub(crate) fn findings(&self) -> &Findings {
+        &self.findings
     }
 
     /// Whether the verbatim upstream stream was captured (known once the
@@ -326,7 +339,7 @@ impl Body for CheckedStream {
                 this.conclude();
                 return Poll::Ready(None);
             }
-            match Pin::new(&mut this.relay).poll_frame(cx) {
+            match this.relay.as_mut().poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => this.flush(),
                 Poll::Ready(Some(Err(fault))) => this.fault(fault),

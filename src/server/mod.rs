@@ -15,6 +15,8 @@ mod finish;
 mod reload;
 mod request_id;
 
+pub(crate) use checked::{CheckedStream, StreamContext};
+pub(crate) use finish::Findings;
 pub use reload::Source;
 use reload::{Reloader, Routes};
 

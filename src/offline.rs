@@ -1,0 +1,220 @@
+//! The very same judgement, offline: a saved response (a JSON document, or
+//! an SSE or NDJSON stream) judged as a route would judge it, without a
+//! server or an upstream. `probity inspect` prints what the client would
+//! receive and the verdict, so an app's test suite can check its recorded
+//! fixtures and a user can check a capture or a provider's example.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use crate::capture::CaptureStore;
+use crate::config::CaptureConfig;
+use crate::contract::SchemaCache;
+use crate::error::{Answering, ProxyError};
+use crate::forward::ForwardError;
+use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Verdict};
+use crate::route::{Route, RouteTable};
+use crate::server::{CheckedStream, Findings, StreamContext};
+
+/// What judging a saved response found.
+#[derive(Debug, serde::Serialize)]
+pub struct Judged {
+    /// `passed`, `normalized`, `rejected`, or `unchecked` (an endpoint the
+    /// route's dialect does not inspect).
+    pub outcome: &'static str,
+    /// What became `null` (the full list, unbounded).
+    pub pointers: Vec<String>,
+    /// The payload invariant broken, for a rejection.
+    pub invariant: Option<&'static str>,
+    /// The output contract's reasons, for an invalid answer.
+    pub output_reasons: Vec<&'static str>,
+    /// What the client would receive: the body (a rejection's error body,
+    /// or a stream ending with its error event).
+    #[serde(skip)]
+    pub body: Bytes,
+}
+
+/// Why a saved response cannot be judged on this route.
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    /// No route of that name.
+    #[error("no route is named {0}: `probity routes` lists them")]
+    UnknownRoute(String),
+    /// The route's dialect does not inspect that path.
+    #[error("route {route} does not inspect {path} (its dialect is {dialect})")]
+    NotInspected {
+        /// The route's name.
+        route: String,
+        /// The path sent upstream.
+        path: String,
+        /// The route's dialect.
+        dialect: &'static str,
+    },
+}
+
+/// Judges `response`, an answer to `request` on the route named `route` at
+/// `path` (the path after the route prefix, e.g. `/v1/embeddings`).
+/// `document`: the response is one JSON document, as the proxy knows from
+/// its media type: a stream asked but answered with a document is judged
+/// as that document, as the proxy does.
+pub fn judge(
+    routes: &RouteTable,
+    route: &str,
+    path: &str,
+    request: &[u8],
+    response: &[u8],
+    document: bool,
+) -> Result<Judged, OfflineError> {
+    let route = routes
+        .named(route)
+        .ok_or_else(|| OfflineError::UnknownRoute(route.to_string()))?;
+    let upstream_path = route.upstream.path(path);
+    let endpoint =
+        route
+            .dialect
+            .endpoint(&upstream_path)
+            .ok_or_else(|| OfflineError::NotInspected {
+                route: route.name.to_string(),
+                path: upstream_path.clone(),
+                dialect: route.dialect.name(),
+            })?;
+    let cache = SchemaCache::new(16);
+    let contracts = Contracts {
+        config: route.contract.as_ref(),
+        cache: &cache,
+    };
+    let (request, response) = (
+        Bytes::copy_from_slice(request),
+        Bytes::copy_from_slice(response),
+    );
+    let judged = match endpoint.asked(&request) {
+        Asked::Stream if !document => {
+            streamed(route, endpoint, &request, response.clone(), &contracts)
+        }
+        _ => None,
+    };
+    Ok(judged.unwrap_or_else(|| whole(route, endpoint, &request, response, &contracts)))
+}
+
+/// A document, judged as the proxy judges a whole answer.
+fn whole(
+    route: &Route,
+    endpoint: &Endpoint,
+    request: &Bytes,
+    response: Bytes,
+    contracts: &Contracts<'_>,
+) -> Judged {
+    let headers = HeaderMap::new();
+    let exchange = Exchange {
+        method: &Method::POST,
+        request_body: request,
+        status: StatusCode::OK,
+        response_headers: &headers,
+        response_body: &response,
+    };
+    match inspect::inspect(endpoint, &exchange, contracts) {
+        Verdict::Unchecked => Judged {
+            outcome: "unchecked",
+            pointers: Vec::new(),
+            invariant: None,
+            output_reasons: Vec::new(),
+            body: response,
+        },
+        Verdict::Reject(violation) => {
+            let invariant = violation.invariant;
+            let id = HeaderValue::from_static("offline");
+            let at = Answering {
+                route: Some(&route.name),
+                request_id: &id,
+                envelope: route.dialect.error_envelope(),
+                retry_invalid: route.retry_invalid,
+                mid_stream: false,
+            };
+            let body = ProxyError::InvalidResponse(violation)
+                .respond(&at)
+                .into_body();
+            Judged {
+                outcome: "rejected",
+                pointers: Vec::new(),
+                invariant: Some(invariant),
+                output_reasons: Vec::new(),
+                body,
+            }
+        }
+        Verdict::Checked(checked) => {
+            let pointers = checked.judgement.pointers;
+            Judged {
+                outcome: if pointers.is_empty() {
+                    "passed"
+                } else {
+                    "normalized"
+                },
+                pointers,
+                invariant: None,
+                output_reasons: checked
+                    .output
+                    .map(|o| o.verdict.reasons)
+                    .unwrap_or_default(),
+                body: checked.body.unwrap_or(response),
+            }
+        }
+    }
+}
+
+/// A stream, judged event by event by the proxy's own checked stream; `None`
+/// when its request cannot be read (then it is judged as a document).
+fn streamed(
+    route: &Route,
+    endpoint: &Endpoint,
+    request: &Bytes,
+    response: Bytes,
+    contracts: &Contracts<'_>,
+) -> Option<Judged> {
+    let judge = inspect::stream_judge(endpoint, request, contracts).ok()?;
+    let context = StreamContext {
+        route: route.name.clone(),
+        request_id: HeaderValue::from_static("offline"),
+        endpoint: String::new(),
+        status: StatusCode::OK,
+        headers: HeaderMap::new(),
+        captures: Arc::new(CaptureStore::new(CaptureConfig {
+            enabled: false,
+            ..CaptureConfig::default()
+        })),
+        retain_limit: 0,
+        envelope: route.dialect.error_envelope(),
+        retry_invalid: route.retry_invalid,
+    };
+    let source = Full::new(response).map_err(|never| -> ForwardError { match never {} });
+    let mut checked = CheckedStream::new(source, judge, context);
+    // Nothing waits on a saved body: the stream is polled to its end here.
+    let runtime = tokio::runtime::Builder::new_current_thread().build().ok()?;
+    let mut out = Vec::new();
+    runtime.block_on(async {
+        while let Some(Ok(frame)) = checked.frame().await {
+            if let Ok(data) = frame.into_data() {
+                out.extend_from_slice(&data);
+            }
+        }
+    });
+    let findings: &Findings = checked.findings();
+    let outcome = match (findings.rejected, findings.pointers.is_empty()) {
+        (Some(_), _) => "rejected",
+        (None, false) => "normalized",
+        (None, true) => "passed",
+    };
+    Some(Judged {
+        outcome,
+        pointers: findings.pointers.clone(),
+        invariant: findings.rejected,
+        output_reasons: findings
+            .output
+            .as_ref()
+            .map(|(_, v)| v.reasons.clone())
+            .unwrap_or_default(),
+        body: Bytes::from(out),
+    })
+}
