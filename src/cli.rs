@@ -63,6 +63,10 @@ pub enum Command {
         /// The saved response; `-` or nothing reads standard input.
         file: Option<PathBuf>,
     },
+    /// Asks the admin listener of the configuration in use for `/healthz`:
+    /// exit 0 when it answers 200 (a container's HEALTHCHECK, in an image
+    /// with no curl).
+    Healthcheck,
     /// The configuration itself.
     Config {
         /// What to do with it.

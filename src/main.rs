@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             file.as_deref(),
         ),
         Some(Command::Routes) => routes(&cli),
+        Some(Command::Healthcheck) => healthcheck(&cli),
         Some(Command::Config {
             what: ConfigCommand::Default,
         }) => {
@@ -193,6 +194,49 @@ fn verdict(judged: &probity::offline::Judged, json: bool) -> String {
         ));
     }
     line
+}
+
+/// `probity healthcheck`: GET /healthz on the admin listener of the
+/// configuration in use (an unspecified address is asked on loopback).
+fn healthcheck(cli: &Cli) -> ExitCode {
+    use std::io::{Read, Write};
+    let config = match loaded(cli) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let admin = cli
+        .admin_listen
+        .as_ref()
+        .unwrap_or(&config.server.admin_listen);
+    let Ok(mut addr) = admin.parse::<std::net::SocketAddr>() else {
+        eprintln!("server.admin_listen {admin} is not an ip:port");
+        return ExitCode::FAILURE;
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let timeout = std::time::Duration::from_secs(2);
+    let answer = std::net::TcpStream::connect_timeout(&addr, timeout).and_then(|mut stream| {
+        stream.set_read_timeout(Some(timeout))?;
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: probity\r\nConnection: close\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    });
+    match answer {
+        Ok(answer) if answer.starts_with("HTTP/1.1 200") => ExitCode::SUCCESS,
+        Ok(answer) => {
+            eprintln!(
+                "{addr}/healthz: {}",
+                answer.lines().next().unwrap_or_default()
+            );
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("{addr}/healthz: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn report(source: &str, problems: &Problems) -> ExitCode {

@@ -82,6 +82,23 @@ async fn the_container_configuration_serves() {
     );
     assert_eq!(get(&probity.admin_url("/healthz")).await.status, 200);
     assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
+
+    // The image's HEALTHCHECK: `probity healthcheck` asks /healthz of the
+    // admin listener (here moved to where the test bound it).
+    let admin = probity.admin.to_string();
+    let config = path.to_str().unwrap();
+    let check = |admin: &str| {
+        Command::new(env!("CARGO_BIN_EXE_probity"))
+            .args(["--config", config, "--admin-listen", admin, "healthcheck"])
+            .output()
+            .unwrap()
+    };
+    let healthy = check(&admin);
+    assert!(healthy.status.success(), "{healthy:?}");
+    let closed = format!("127.0.0.1:{}", closed_port());
+    let down = check(&closed);
+    assert!(!down.status.success());
+    assert!(String::from_utf8_lossy(&down.stderr).contains("/healthz"));
 }
 
 #[test]
@@ -109,6 +126,9 @@ fn the_dockerfile_copies_what_exists_and_exposes_what_is_bound() {
     assert!(dockerfile.contains("ENV PROBITY_CONFIG=/etc/probity/probity.toml"));
     assert!(dockerfile.contains("EXPOSE 8080 9464"));
     assert!(dockerfile.contains("USER 10001"), "a non-root user");
+    assert!(dockerfile.contains(
+        r#"HEALTHCHECK --interval=10s --timeout=3s CMD ["/usr/local/bin/probity", "healthcheck"]"#
+    ));
     let container = read(CONTAINER_CONFIG);
     assert!(container.contains("listen = \"0.0.0.0:8080\""));
     assert!(container.contains("admin_listen = \"0.0.0.0:9464\""));
