@@ -197,19 +197,16 @@ impl<'a> Object<'a> {
         self.get(key).filter(|v| !v.is_null())
     }
 
-    /// Whether a key reads exactly: false when it holds a lone surrogate
-    /// escape, which no Rust string (and no JSON pointer in UTF-8) can hold.
-    pub(crate) fn exact(&self, key: &str) -> bool {
-        self.0
-            .iter()
-            .rev()
-            .find(|(k, _, _)| k == key)
-            .is_none_or(|(_, _, exact)| *exact)
-    }
-
     /// Each distinct key once, in document order of its last copy (the
     /// copy [`Object::get`] reads): a duplicated key is one member.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        self.members().map(|(key, _, _)| key)
+    }
+
+    /// Each distinct member once (its last copy): key, value, and whether
+    /// the key reads exactly. One pass, so a record of many members is not
+    /// searched again per member.
+    pub(crate) fn members(&self) -> impl Iterator<Item = (&str, Json<'a>, bool)> {
         let members = &self.0;
         // Duplicates are rare: look for them only when there are any, and
         // with a set once an object is large (a hostile body can hold
@@ -235,7 +232,7 @@ impl<'a> Object<'a> {
             .iter()
             .zip(distinct)
             .filter(|(_, keep)| *keep)
-            .map(|((k, _, _), _)| k.as_ref())
+            .map(|((k, v, exact), _)| (k.as_ref(), *v, *exact))
     }
 }
 

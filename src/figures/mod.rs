@@ -238,15 +238,14 @@ fn entries<'a, 't>(
         // twice).
         // A key holding a lone surrogate escape has no exact pointer in
         // UTF-8: it is listed as the wildcard itself.
-        for key in object.into_iter().flat_map(|o| o.keys()) {
-            let exact = object.is_none_or(|o| o.exact(key));
+        for (key, value, exact) in object.into_iter().flat_map(|o| o.members()) {
             entries.push(Entry {
                 figure,
                 pointer: match exact {
                     true => Cow::Owned(format!("{record}/{}", escape_token(key))),
                     false => Cow::Borrowed(figure.pointer),
                 },
-                value: object.and_then(|o| o.present(key)),
+                value: Some(value).filter(|v| !v.is_null()),
             });
         }
     }
