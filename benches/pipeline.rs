@@ -15,6 +15,9 @@
     missing_docs
 )]
 
+#[path = "../tests/support/base64.rs"]
+mod base64;
+
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::{HeaderMap, Method, StatusCode};
@@ -70,41 +73,80 @@ fn header_filtering(c: &mut Criterion) {
     });
 }
 
-/// An OpenAI embeddings response: 16 inputs of 1536 floats, as the API
-/// writes them (about 540 KB).
-fn embeddings_body() -> (Vec<u8>, Vec<u8>) {
+/// How an embeddings response is written.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// Indented, one number per line, as the OpenAI API writes it.
+    Pretty,
+    /// No whitespace at all, as many OpenAI-compatible servers write it.
+    Compact,
+    /// `encoding_format: "base64"`: each vector one string.
+    Base64,
+}
+
+/// An OpenAI embeddings response: 16 inputs of 1536 floats (about 540 KB
+/// pretty-printed), and its request.
+fn embeddings_body(layout: Layout) -> (Vec<u8>, Vec<u8>) {
     let inputs: Vec<String> = (0..16).map(|i| format!("document number {i}")).collect();
-    let request = serde_json::json!({"model": "text-embedding-3-small", "input": inputs});
-    let mut body = String::from("{\n  \"object\": \"list\",\n  \"data\": [\n");
+    let mut request = serde_json::json!({"model": "text-embedding-3-small", "input": inputs});
+    if matches!(layout, Layout::Base64) {
+        request["encoding_format"] = "base64".into();
+    }
+    let pretty = matches!(layout, Layout::Pretty);
+    let nl = if pretty { "\n" } else { "" };
+    let indent = |n: usize| if pretty { " ".repeat(n) } else { String::new() };
+    let mut body = format!(
+        "{{{nl}{}\"object\": \"list\",{nl}{}\"data\": [{nl}",
+        indent(2),
+        indent(2)
+    );
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     for i in 0..16 {
         body.push_str(&format!(
-            "    {{\n      \"object\": \"embedding\",\n      \"index\": {i},\n      \"embedding\": [\n"
+            "{}{{{nl}{}\"object\": \"embedding\",{nl}{}\"index\": {i},{nl}{}\"embedding\": ",
+            indent(4),
+            indent(6),
+            indent(6),
+            indent(6)
         ));
-        for d in 0..1536 {
+        let mut floats = Vec::with_capacity(1536);
+        for _ in 0..1536 {
             // xorshift: deterministic values with realistic digit counts.
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let v = (x % 2_000_000) as f64 / 1e7 - 0.1;
-            let sep = if d + 1 < 1536 { "," } else { "" };
-            body.push_str(&format!("        {v:.18}{sep}\n"));
+            floats.push((x % 2_000_000) as f64 / 1e7 - 0.1);
         }
-        body.push_str(if i + 1 < 16 {
-            "      ]\n    },\n"
+        if matches!(layout, Layout::Base64) {
+            let bytes: Vec<u8> = floats
+                .iter()
+                .flat_map(|v| (*v as f32).to_le_bytes())
+                .collect();
+            body.push_str(&format!("\"{}\"", base64::base64(&bytes)));
         } else {
-            "      ]\n    }\n"
-        });
+            let items: Vec<String> = floats
+                .iter()
+                .map(|v| format!("{}{v:.18}", indent(8)))
+                .collect();
+            body.push_str(&format!(
+                "[{nl}{}{nl}{}]",
+                items.join(&format!(",{nl}")),
+                indent(6)
+            ));
+        }
+        let close = if i + 1 < 16 { "}," } else { "}" };
+        body.push_str(&format!("{nl}{}{close}{nl}", indent(4)));
     }
-    body.push_str("  ],\n  \"model\": \"text-embedding-3-small\",\n  \"usage\": {\n    \"prompt_tokens\": 64,\n    \"total_tokens\": 64\n  }\n}\n");
+    body.push_str(&format!(
+        "{}],{nl}{}\"model\": \"text-embedding-3-small\",{nl}{}\"usage\": {{\"prompt_tokens\": 64, \"total_tokens\": 64}}{nl}}}{nl}",
+        indent(2),
+        indent(2),
+        indent(2)
+    ));
     (request.to_string().into_bytes(), body.into_bytes())
 }
 
 fn embeddings_inspection(c: &mut Criterion) {
-    let (request, body) = embeddings_body();
-    let (request, body) = (Bytes::from(request), Bytes::from(body));
-    let method = Method::POST;
-    let headers = HeaderMap::new();
     let endpoint = inspect::dialect("openai")
         .expect("openai is a dialect")
         .endpoint("/v1/embeddings")
@@ -114,22 +156,38 @@ fn embeddings_inspection(c: &mut Criterion) {
         config: None,
         cache: &cache,
     };
-    let exchange = Exchange {
-        method: &method,
-        request_body: &request,
-        status: StatusCode::OK,
-        response_headers: &headers,
-        response_body: &body,
-    };
-    assert!(matches!(
-        inspect::inspect(endpoint, &exchange, &contracts),
-        Verdict::Checked(_)
-    ));
+    let method = Method::POST;
+    let headers = HeaderMap::new();
     let mut group = c.benchmark_group("inspect");
-    group.throughput(Throughput::Bytes(body.len() as u64));
-    group.bench_function("openai embeddings 16 x 1536 floats", |b| {
-        b.iter(|| inspect::inspect(endpoint, black_box(&exchange), &contracts))
-    });
+    for (name, layout) in [
+        ("openai embeddings 16 x 1536 floats, pretty", Layout::Pretty),
+        (
+            "openai embeddings 16 x 1536 floats, compact",
+            Layout::Compact,
+        ),
+        ("openai embeddings 16 x 1536 base64", Layout::Base64),
+    ] {
+        let (request, body) = embeddings_body(layout);
+        let (request, body) = (Bytes::from(request), Bytes::from(body));
+        let exchange = Exchange {
+            method: &method,
+            request_body: &request,
+            status: StatusCode::OK,
+            response_headers: &headers,
+            response_body: &body,
+        };
+        assert!(
+            matches!(
+                inspect::inspect(endpoint, &exchange, &contracts),
+                Verdict::Checked(_)
+            ),
+            "{name}: checked"
+        );
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| inspect::inspect(endpoint, black_box(&exchange), &contracts))
+        });
+    }
     group.finish();
 }
 

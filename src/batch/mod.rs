@@ -14,7 +14,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::figures::{self, Domain, Figure, HeaderFigure};
-use crate::json::{base64_len, scan_numbers, Elements, Json, Kind, Object};
+use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object};
 use crate::violation::Violation;
 
 /// Where an endpoint's inputs and vectors are.
@@ -73,9 +73,8 @@ impl Vectors {
 /// key order, spacing), and each input keeps its text too (a lone
 /// surrogate escape included).
 pub(crate) fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
-    let (_, Some(request)) = Json::parse_document(body).ok()? else {
-        return None;
-    };
+    let doc = Document::parse(body).ok()?;
+    let request = doc.object()?;
     let key = spec.inputs.iter().find(|k| request.present(k).is_some())?;
     let inputs = request.present(key)?.array()?;
     // An array of token ids is one input.
@@ -154,11 +153,12 @@ pub(crate) fn stitch(
     table: &[Figure],
     header_table: &[HeaderFigure],
 ) -> Result<Stitched, Violation> {
-    let docs: Vec<Doc<'_>> = parts
+    let parsed: Vec<Document<'_>> = parts
         .iter()
-        .map(|p| Json::parse_document(&p.body))
+        .map(|p| Document::parse(&p.body))
         .collect::<Result<_, _>>()
         .map_err(|e| mismatch(format!("a chunk is not JSON ({e})")))?;
+    let docs: Vec<Doc<'_>> = parsed.iter().map(|d| (d.root(), d.object())).collect();
     let first = docs
         .first()
         .ok_or_else(|| mismatch("no chunk answered".into()))?;

@@ -470,7 +470,7 @@ pub(crate) fn normalized_list(pointers: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::splice;
+    use crate::json::{splice, Document};
 
     const TABLE: &[Figure] = &[
         Figure::id("/id"),
@@ -479,7 +479,8 @@ mod tests {
     ];
 
     fn run(body: &str) -> (String, Judgement) {
-        let json = Json::parse(body.as_bytes()).unwrap();
+        let doc = Document::parse(body.as_bytes()).unwrap();
+        let json = doc.root();
         let root = json.object().unwrap();
         let judgement = judge(body.as_bytes(), &root, TABLE);
         let out = splice(body.as_bytes(), &judgement.nulls);
@@ -563,7 +564,8 @@ mod tests {
             Figure::count("/usage/server_tool_use/*"),
         ];
         let judged = |body: &str| {
-            let json = Json::parse(body.as_bytes()).unwrap();
+            let doc = Document::parse(body.as_bytes()).unwrap();
+            let json = doc.root();
             let j = judge(body.as_bytes(), &json.object().unwrap(), table);
             let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
             (out, j.pointers)
@@ -613,7 +615,8 @@ mod tests {
             ("\"2\"", false),
         ] {
             let body = format!(r#"{{"meta": {{"billed_units": {{"input_tokens": {value}}}}}}}"#);
-            let json = Json::parse(body.as_bytes()).unwrap();
+            let doc = Document::parse(body.as_bytes()).unwrap();
+            let json = doc.root();
             let j = judge(body.as_bytes(), &json.object().unwrap(), table);
             assert_eq!(j.is_clean(), ok, "{value}");
         }
@@ -626,7 +629,8 @@ mod tests {
             Figure::count("/usage/prompt_tokens_details/*"),
         ];
         let body = r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": "0", "audio_tokens": 0, "new_kind": -2}}}"#;
-        let json = Json::parse(body.as_bytes()).unwrap();
+        let doc = Document::parse(body.as_bytes()).unwrap();
+        let json = doc.root();
         let j = judge(body.as_bytes(), &json.object().unwrap(), table);
         let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
         assert_eq!(
@@ -644,7 +648,8 @@ mod tests {
         // All malformed: the details record collapses; usage keeps its sound figure.
         let body =
             r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": true}}}"#;
-        let json = Json::parse(body.as_bytes()).unwrap();
+        let doc = Document::parse(body.as_bytes()).unwrap();
+        let json = doc.root();
         let j = judge(body.as_bytes(), &json.object().unwrap(), table);
         let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
         assert_eq!(
@@ -657,7 +662,8 @@ mod tests {
     fn a_duplicated_key_in_a_wildcard_record_is_judged_once_by_its_last_copy() {
         let table = &[Figure::count("/usage/prompt_tokens_details/*")];
         let body = r#"{"usage":{"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":1,"cached_tokens":"x"}}}"#;
-        let json = Json::parse(body.as_bytes()).unwrap();
+        let doc = Document::parse(body.as_bytes()).unwrap();
+        let json = doc.root();
         let j = judge(body.as_bytes(), &json.object().unwrap(), table);
         assert_eq!(j.pointers, ["/usage/prompt_tokens_details/cached_tokens"]);
         let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
@@ -671,7 +677,8 @@ mod tests {
     fn wildcard_pointers_are_rfc_6901_and_the_list_is_encoded_and_bounded() {
         let table = &[Figure::count("/u/*")];
         let body = r#"{"u":{"caché":"x","a/b":"x","t~":"x","ok":1}}"#;
-        let json = Json::parse(body.as_bytes()).unwrap();
+        let doc = Document::parse(body.as_bytes()).unwrap();
+        let json = doc.root();
         let j = judge(body.as_bytes(), &json.object().unwrap(), table);
         assert_eq!(j.pointers, ["/u/caché", "/u/a~1b", "/u/t~0"]);
         assert_eq!(j.malformed, ["/u/*"; 3]);

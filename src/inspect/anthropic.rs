@@ -199,7 +199,8 @@ impl EventCheck for Events {
         if !known.contains(&name) {
             return Ok(None); // ping, message_stop, error, and what comes next
         }
-        let body = super::openai::event_object(data)?;
+        let doc = super::openai::event_object(data)?;
+        let body = doc.object().unwrap_or_default();
         match name {
             "message_start" => {
                 let message = body

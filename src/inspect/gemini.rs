@@ -447,7 +447,8 @@ impl EventCheck for Chunks {
         if data.trim_ascii().is_empty() {
             return Ok(None);
         }
-        let chunk = super::openai::event_object(data)?;
+        let doc = super::openai::event_object(data)?;
+        let chunk = doc.object().unwrap_or_default();
         if chunk.get("error").is_some() {
             return Ok(None); // Google's own mid-stream error passes
         }

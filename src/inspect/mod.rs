@@ -31,7 +31,7 @@ use crate::config::ContractConfig;
 use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
-use crate::json::{self, Json, Object};
+use crate::json::{self, Document, Json, Object};
 use crate::violation::Violation;
 use stream::{EventCheck, Framing};
 
@@ -201,7 +201,8 @@ impl Endpoint {
         let Some(spec) = &self.stream else {
             return Asked::Document;
         };
-        match Json::parse(request_body).ok().and_then(|j| j.object()) {
+        let doc = Document::parse(request_body).ok();
+        match doc.as_ref().and_then(Document::object) {
             Some(request) if (spec.asked)(&request) => Asked::Stream,
             Some(_) => Asked::Document,
             None => Asked::Unknown,
@@ -238,7 +239,8 @@ pub(crate) fn stream_judge(
     contracts: &Contracts<'_>,
 ) -> Result<StreamJudge, &'static str> {
     let spec = endpoint.stream.as_ref().ok_or("stream_not_asked")?;
-    let Some(request) = Json::parse(request_body).ok().and_then(|j| j.object()) else {
+    let doc = Document::parse(request_body).ok();
+    let Some(request) = doc.as_ref().and_then(Document::object) else {
         return Err("request_not_json");
     };
     let contract = endpoint.output.as_ref().and_then(|output| {
@@ -345,8 +347,8 @@ pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contrac
     // A 2xx answer to an inspected endpoint must be JSON whatever the
     // request said; the payload checks need the request, the figures do not.
     let body = exchange.response_body;
-    let (root, object) = match Json::parse_document(body) {
-        Ok(parsed) => parsed,
+    let doc = match Document::parse(body) {
+        Ok(doc) => doc,
         Err(err) => {
             return Verdict::Reject(Violation {
                 invariant: "invalid_json",
@@ -354,10 +356,12 @@ pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contrac
             })
         }
     };
-    let response = Response { root, object };
-    let request = Json::parse(exchange.request_body)
-        .ok()
-        .and_then(|j| j.object());
+    let response = Response {
+        root: doc.root(),
+        object: doc.object(),
+    };
+    let request_doc = Document::parse(exchange.request_body).ok();
+    let request = request_doc.as_ref().and_then(Document::object);
     let checked = match &request {
         None => Err("request_not_json"),
         Some(request) => match (endpoint.check)(request, &response) {
@@ -438,9 +442,10 @@ pub(crate) fn tokens(
     body: &[u8],
     headers: &HeaderMap,
 ) -> Vec<(&'static str, u64)> {
-    let mut judgement = match Json::parse_document(body) {
-        Ok((_, Some(object))) => figures::judge(body, &object, endpoint.figures),
-        _ => Judgement::default(),
+    let doc = Document::parse(body).ok();
+    let mut judgement = match doc.as_ref().and_then(Document::object) {
+        Some(object) => figures::judge(body, &object, endpoint.figures),
+        None => Judgement::default(),
     };
     figures::judge_headers(headers, endpoint.header_figures, &mut judgement);
     judgement.tokens

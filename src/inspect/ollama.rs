@@ -161,7 +161,8 @@ impl EventCheck for Lines {
                 "the stream went on after its `done: true` line".into(),
             ));
         }
-        let line = super::openai::event_object(data)?;
+        let doc = super::openai::event_object(data)?;
+        let line = doc.object().unwrap_or_default();
         if line.get("error").is_some() {
             return Ok(None); // Ollama's own mid-stream error passes
         }

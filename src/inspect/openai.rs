@@ -8,7 +8,7 @@ use crate::batch::{BatchSpec, Vectors};
 use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
-use crate::json::{Json, Kind, Object};
+use crate::json::{self, Kind, Object};
 use crate::violation::Violation;
 
 pub(super) struct OpenAi;
@@ -262,7 +262,8 @@ impl EventCheck for Chunks {
             self.done = true;
             return Ok(None);
         }
-        let chunk = event_object(data)?;
+        let doc = event_object(data)?;
+        let chunk = doc.object().unwrap_or_default();
         if chunk.get("error").is_some() {
             return Ok(None); // the provider's own mid-stream error passes
         }
@@ -312,11 +313,12 @@ impl EventCheck for Chunks {
     }
 }
 
-/// An event's data as a JSON object, or the violation it is.
-pub(super) fn event_object(data: &[u8]) -> Result<Object<'_>, Violation> {
-    match Json::parse_document(data) {
-        Ok((_, Some(object))) => Ok(object),
-        Ok((_, None)) => Err(invariants::violation(
+/// An event's data as a document whose root is an object, or the
+/// violation it is.
+pub(super) fn event_object(data: &[u8]) -> Result<json::Document<'_>, Violation> {
+    match json::Document::parse(data) {
+        Ok(doc) if doc.root().kind() == Kind::Object => Ok(doc),
+        Ok(_) => Err(invariants::violation(
             "invalid_json",
             "a stream event is JSON but not an object".into(),
         )),

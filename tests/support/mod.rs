@@ -13,8 +13,12 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+mod base64;
 pub mod conformance;
 pub mod fixtures;
+
+#[allow(unused_imports)] // not every test crate encodes vectors
+pub use base64::base64;
 
 use std::convert::Infallible;
 use std::io::{BufRead, BufReader};
@@ -57,28 +61,6 @@ pub fn can_run(test: &str, missing: &[&str], install: &str) -> bool {
         "SKIPPED {test}: {missing:?} not installed ({install})"
     );
     false
-}
-
-/// Standard padded base64, as OpenAI and Voyage encode float32 vectors.
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// Longest any single step of a test may take before it counts as a hang.

@@ -1,0 +1,570 @@
+//! The one pass over a document. It checks the grammar of RFC 8259 (the
+//! text is already known to be UTF-8) and writes a small tape of where each
+//! value sits, so that later lookups are index walks, not second parses.
+//!
+//! The cost that matters is the bulk of an embeddings body: millions of
+//! numbers inside arrays. Those get no tape entry of their own. Each is
+//! checked where it stands (grammar, and whether it is a finite float or
+//! an integer) and folded into its array's [`Summary`], so a vector's check
+//! later is one lookup. Runs of digits are skipped eight bytes at a time.
+
+use std::fmt;
+
+use super::finite;
+
+/// One value with a tape entry: every value except a number directly
+/// inside an array. Offsets are into the scanned text.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Node {
+    pub(super) start: u32,
+    pub(super) end: u32,
+    /// The index after this value's subtree (its next sibling, if any).
+    pub(super) next: u32,
+    /// For an array holding numbers, its entry in [`Tape::summaries`].
+    pub(super) summary: u32,
+}
+
+/// No summary: the array holds no number (or the node is not an array).
+pub(super) const NONE: u32 = u32::MAX;
+
+/// What the numbers directly inside one array are.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Summary {
+    /// Elements that are numbers.
+    pub(super) numbers: u32,
+    /// Elements that are anything else.
+    pub(super) others: u32,
+    /// Every number is a finite float.
+    pub(super) finite: bool,
+    /// Every number is written as an integer that fits `i64`.
+    pub(super) integer: bool,
+    pub(super) min: i64,
+    pub(super) max: i64,
+}
+
+/// The structure of a document: its values in document order (a
+/// container before its members), and the summaries of number arrays.
+#[derive(Debug, Default)]
+pub(super) struct Tape {
+    pub(super) nodes: Vec<Node>,
+    pub(super) summaries: Vec<Summary>,
+}
+
+/// Why a text is not JSON, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParseError {
+    what: &'static str,
+    at: usize,
+}
+
+impl ParseError {
+    pub(super) fn new(what: &'static str, at: usize) -> Self {
+        Self { what, at }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.at)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// An open container while its members are read.
+struct Frame {
+    node: u32,
+    array: bool,
+    summary: Summary,
+}
+
+impl Frame {
+    fn new(node: u32, array: bool) -> Self {
+        let summary = Summary {
+            numbers: 0,
+            others: 0,
+            finite: true,
+            integer: true,
+            min: i64::MAX,
+            max: i64::MIN,
+        };
+        Self {
+            node,
+            array,
+            summary,
+        }
+    }
+}
+
+/// Checks `text` (one JSON value, no surrounding whitespace) and returns
+/// its tape. Nesting needs no recursion, so depth costs heap, not stack.
+pub(super) fn scan(text: &[u8]) -> Result<Tape, ParseError> {
+    if u32::try_from(text.len()).map_or(true, |n| n == u32::MAX) {
+        return Err(ParseError::new("the document is larger than 4 GiB", 0));
+    }
+    let mut scanner = Scanner {
+        b: text,
+        i: 0,
+        tape: Tape::default(),
+        stack: Vec::new(),
+    };
+    scanner.document()?;
+    Ok(scanner.tape)
+}
+
+struct Scanner<'b> {
+    b: &'b [u8],
+    i: usize,
+    tape: Tape,
+    stack: Vec<Frame>,
+}
+
+impl Scanner<'_> {
+    fn document(&mut self) -> Result<(), ParseError> {
+        'value: loop {
+            self.skip_space();
+            match self.peek() {
+                Some(b'{') => {
+                    self.open(false);
+                    if self.peek() != Some(b'}') {
+                        self.key()?;
+                        continue 'value;
+                    }
+                    self.i += 1;
+                    self.close();
+                }
+                Some(b'[') => {
+                    self.open(true);
+                    if self.peek() != Some(b']') {
+                        continue 'value;
+                    }
+                    self.i += 1;
+                    self.close();
+                }
+                _ => self.scalar()?,
+            }
+            // A value ended: what follows is a separator, its container's
+            // end, or (at the root) the end of the text.
+            loop {
+                let Some(top) = self.stack.last() else {
+                    return match self.peek() {
+                        None => Ok(()),
+                        Some(_) => Err(self.error("trailing characters")),
+                    };
+                };
+                let array = top.array;
+                self.skip_space();
+                match (self.peek(), array) {
+                    (Some(b','), true) => {
+                        self.i += 1;
+                        continue 'value;
+                    }
+                    (Some(b','), false) => {
+                        self.i += 1;
+                        self.skip_space();
+                        self.key()?;
+                        continue 'value;
+                    }
+                    (Some(b']'), true) | (Some(b'}'), false) => {
+                        self.i += 1;
+                        self.close();
+                    }
+                    (None, _) => return Err(self.error("the document ends inside a value")),
+                    _ if array => return Err(self.error("expected `,` or `]`")),
+                    _ => return Err(self.error("expected `,` or `}`")),
+                }
+            }
+        }
+    }
+
+    /// A string, number or literal at the cursor.
+    fn scalar(&mut self) -> Result<(), ParseError> {
+        let start = self.i;
+        match self.peek() {
+            Some(b'"') => self.string()?,
+            Some(b'-' | b'0'..=b'9') if self.in_array() => return self.numbers(),
+            Some(b'-' | b'0'..=b'9') => {
+                self.number()?;
+            }
+            Some(b't') => self.literal(b"true")?,
+            Some(b'f') => self.literal(b"false")?,
+            Some(b'n') => self.literal(b"null")?,
+            None => return Err(self.error("the document ends where a value was expected")),
+            Some(_) => return Err(self.error("expected a value")),
+        }
+        self.leaf(start);
+        if let Some(top) = self.stack.last_mut() {
+            if top.array {
+                top.summary.others += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn in_array(&self) -> bool {
+        self.stack.last().is_some_and(|top| top.array)
+    }
+
+    /// An object member's key and its colon.
+    fn key(&mut self) -> Result<(), ParseError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.error("expected a key"));
+        }
+        let start = self.i;
+        self.string()?;
+        self.leaf(start);
+        self.skip_space();
+        if self.peek() != Some(b':') {
+            return Err(self.error("expected `:`"));
+        }
+        self.i += 1;
+        Ok(())
+    }
+
+    fn leaf(&mut self, start: usize) {
+        let index = self.tape.nodes.len() as u32;
+        self.tape.nodes.push(Node {
+            start: start as u32,
+            end: self.i as u32,
+            next: index + 1,
+            summary: NONE,
+        });
+    }
+
+    /// Opens the container at the cursor, and steps past its bracket and
+    /// any space after it.
+    fn open(&mut self, array: bool) {
+        let index = self.tape.nodes.len() as u32;
+        self.tape.nodes.push(Node {
+            start: self.i as u32,
+            end: 0,
+            next: 0,
+            summary: NONE,
+        });
+        self.stack.push(Frame::new(index, array));
+        self.i += 1;
+        self.skip_space();
+    }
+
+    /// Closes the innermost container; the cursor is past its bracket.
+    fn close(&mut self) {
+        let Some(frame) = self.stack.pop() else {
+            return;
+        };
+        let next = self.tape.nodes.len() as u32;
+        let summary = if frame.summary.numbers > 0 {
+            self.tape.summaries.push(frame.summary);
+            (self.tape.summaries.len() - 1) as u32
+        } else {
+            NONE
+        };
+        if let Some(node) = self.tape.nodes.get_mut(frame.node as usize) {
+            node.end = self.i as u32;
+            node.next = next;
+            node.summary = summary;
+        }
+        if let Some(top) = self.stack.last_mut() {
+            if top.array {
+                top.summary.others += 1;
+            }
+        }
+    }
+
+    /// A run of numbers inside an array (`1, 2.5, -3e2`), folded into the
+    /// array's summary. Stops before whatever follows the last number.
+    /// This is the loop a vector's bytes go through: it keeps its cursor
+    /// and summary in locals.
+    fn numbers(&mut self) -> Result<(), ParseError> {
+        let b = self.b;
+        let mut i = self.i;
+        let Some(top) = self.stack.last_mut() else {
+            return Ok(());
+        };
+        let mut summary = top.summary;
+        let result = loop {
+            let (end, shape) = match number(b, i) {
+                Ok(found) => found,
+                Err((what, at)) => break Err(ParseError::new(what, at)),
+            };
+            summary.fold(b.get(i..end).unwrap_or_default(), shape);
+            i = skip_space(b, end);
+            if b.get(i) == Some(&b',') {
+                i = skip_space(b, i + 1);
+                if matches!(b.get(i), Some(b'-' | b'0'..=b'9')) {
+                    continue;
+                }
+            }
+            i = end;
+            break Ok(());
+        };
+        top.summary = summary;
+        self.i = i;
+        result
+    }
+
+    /// A number outside an array: it gets a tape entry of its own.
+    fn number(&mut self) -> Result<(), ParseError> {
+        let (end, _) = number(self.b, self.i).map_err(|(what, at)| ParseError::new(what, at))?;
+        self.i = end;
+        Ok(())
+    }
+
+    /// A string from its opening quote; the cursor ends past the closing one.
+    fn string(&mut self) -> Result<(), ParseError> {
+        self.i += 1;
+        loop {
+            let rest = self.b.get(self.i..).unwrap_or_default();
+            let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
+                return Err(self.error("the document ends inside a string"));
+            };
+            let run = rest.get(..at).unwrap_or_default();
+            // Branch-free over the run, so it vectorizes on long strings
+            // (a base64 embedding is megabytes of one string).
+            if run.iter().fold(false, |any, &c| any | (c < 0x20)) {
+                let offset = run.iter().position(|&c| c < 0x20).unwrap_or(0);
+                return Err(ParseError::new(
+                    "a control character inside a string",
+                    self.i + offset,
+                ));
+            }
+            self.i += at;
+            if self.peek() == Some(b'"') {
+                self.i += 1;
+                return Ok(());
+            }
+            // An escape: RFC 8259 §7. Any `\uXXXX` is accepted, a lone
+            // surrogate included (JavaScript writes them).
+            match self.b.get(self.i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.i += 2,
+                Some(b'u') => {
+                    let hex = self.b.get(self.i + 2..self.i + 6);
+                    if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                        return Err(self.error("a `\\u` escape needs four hex digits"));
+                    }
+                    self.i += 6;
+                }
+                _ => return Err(self.error("an invalid escape")),
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &'static [u8]) -> Result<(), ParseError> {
+        if self.b.get(self.i..self.i + word.len()) != Some(word) {
+            return Err(self.error("expected a value"));
+        }
+        self.i += word.len();
+        Ok(())
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn skip_space(&mut self) {
+        self.i = skip_space(self.b, self.i);
+    }
+
+    fn error(&self, what: &'static str) -> ParseError {
+        ParseError::new(what, self.i)
+    }
+}
+
+/// How a number was written.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    integer_digits: usize,
+    fraction: bool,
+    exponent: bool,
+}
+
+impl Summary {
+    fn fold(&mut self, token: &[u8], shape: Shape) {
+        self.numbers += 1;
+        // A plain decimal of up to 308 integer digits is always finite;
+        // anything else is decided exactly (rarely taken).
+        if self.finite && (shape.exponent || shape.integer_digits > 308) {
+            self.finite = finite(token);
+        }
+        if self.integer {
+            match (shape.fraction || shape.exponent, integer(token)) {
+                (false, Some(n)) => {
+                    self.min = self.min.min(n);
+                    self.max = self.max.max(n);
+                }
+                _ => self.integer = false,
+            }
+        }
+    }
+}
+
+/// One number's grammar at `at`: `-? (0 | [1-9][0-9]*) (. [0-9]+)?
+/// ([eE] [+-]? [0-9]+)?`. Returns where it ends and how it was written.
+#[inline(always)]
+fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> {
+    let mut i = at;
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    let int_start = i;
+    i = match b.get(i) {
+        Some(b'0') => i + 1,
+        Some(b'1'..=b'9') => digits(b, i + 1),
+        _ => return Err(("a number needs a digit", i)),
+    };
+    let mut shape = Shape {
+        integer_digits: i - int_start,
+        fraction: false,
+        exponent: false,
+    };
+    if b.get(i) == Some(&b'.') {
+        let end = digits(b, i + 1);
+        if end == i + 1 {
+            return Err(("a number needs a digit after `.`", end));
+        }
+        i = end;
+        shape.fraction = true;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let end = digits(b, i);
+        if end == i {
+            return Err(("a number needs a digit in its exponent", end));
+        }
+        i = end;
+        shape.exponent = true;
+    }
+    Ok((i, shape))
+}
+
+/// The index of the first byte at or after `at` that is not JSON
+/// whitespace. Indentation comes eight bytes at a time.
+#[inline(always)]
+fn skip_space(b: &[u8], mut at: usize) -> usize {
+    loop {
+        match b.get(at) {
+            Some(b' ' | b'\n' | b'\r' | b'\t') => {}
+            _ => return at,
+        }
+        let Some(chunk) = b.get(at..at + 8) else {
+            at += 1;
+            continue;
+        };
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let space = zero_bytes(x ^ 0x2020_2020_2020_2020)
+            | zero_bytes(x ^ 0x0a0a_0a0a_0a0a_0a0a)
+            | zero_bytes(x ^ 0x0d0d_0d0d_0d0d_0d0d)
+            | zero_bytes(x ^ 0x0909_0909_0909_0909);
+        let other = !space & 0x8080_8080_8080_8080;
+        if other != 0 {
+            return at + (other.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+}
+
+/// The high bit of each byte of `x` that is zero, exactly (the low seven
+/// bits are added separately, so no carry crosses a byte).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    !(((x & LOW).wrapping_add(LOW)) | x | LOW)
+}
+
+/// An integer token's value, `None` beyond `i64`.
+fn integer(token: &[u8]) -> Option<i64> {
+    let (negative, digits) = match token.split_first() {
+        Some((b'-', digits)) => (true, digits),
+        _ => (false, token),
+    };
+    let mut n: i64 = 0;
+    for d in digits {
+        let d = i64::from(d.wrapping_sub(b'0'));
+        n = n.checked_mul(10)?;
+        n = if negative {
+            n.checked_sub(d)?
+        } else {
+            n.checked_add(d)?
+        };
+    }
+    Some(n)
+}
+
+/// The index after the run of ASCII digits starting at `at`, eight bytes
+/// at a time: a vector's numbers are mostly digits.
+fn digits(b: &[u8], mut at: usize) -> usize {
+    while let Some(chunk) = b.get(at..at + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // A byte's high bit ends up set iff it is not '0'..='9': below
+        // '0' the subtraction wraps, above '9' the addition reaches 0x80.
+        // Carries and borrows only start at such a byte and only move to
+        // later bytes, so the first flagged byte is the first non-digit.
+        let flags = (x.wrapping_add(0x4646_4646_4646_4646) | x.wrapping_sub(0x3030_3030_3030_3030))
+            & 0x8080_8080_8080_8080;
+        if flags != 0 {
+            return at + (flags.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while b.get(at).is_some_and(u8::is_ascii_digit) {
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digit_runs_end_at_the_first_non_digit() {
+        for text in [
+            "",
+            "1",
+            "12345678",
+            "123456789",
+            "1234567.",
+            "0123456789012345,",
+            "9x",
+            "12345678 ",
+        ] {
+            let expected = text.bytes().take_while(u8::is_ascii_digit).count();
+            assert_eq!(digits(text.as_bytes(), 0), expected, "{text:?}");
+        }
+        for byte in 0..=255u8 {
+            let mut text = *b"12345678";
+            text[3] = byte;
+            let expected = if byte.is_ascii_digit() { 8 } else { 3 };
+            assert_eq!(digits(&text, 0), expected, "byte {byte}");
+        }
+    }
+
+    #[test]
+    fn space_runs_end_at_the_first_other_byte() {
+        let space = |b: u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t');
+        for byte in 0..=255u8 {
+            for at in 0..12 {
+                let mut text = *b"  \n\t\r        \n";
+                if at < text.len() {
+                    text[at] = byte;
+                }
+                let expected = text.iter().take_while(|b| space(**b)).count();
+                assert_eq!(skip_space(&text, 0), expected, "byte {byte} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn integers_fit_i64_or_are_none() {
+        assert_eq!(integer(b"-128"), Some(-128));
+        assert_eq!(integer(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(integer(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(integer(b"9223372036854775808"), None);
+    }
+}
