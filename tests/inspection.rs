@@ -210,3 +210,62 @@ async fn requests_probity_cannot_read_pass_unchecked_and_are_counted() {
     assert_eq!(sample("request_not_json"), Some(1.0));
     assert_eq!(sample("request_shape"), Some(1.0));
 }
+
+/// A body is scanned frame by frame as it arrives: wherever the frames cut
+/// it (inside a number, a string, an escape, a literal, between a key and
+/// its colon), the answer is the one the whole body gets.
+#[tokio::test]
+async fn a_body_in_pieces_is_judged_as_the_whole_body() {
+    let bodies = [
+        embeddings_body("4"),
+        embeddings_body(r#""four""#),
+        embeddings_body("4").replace("0.4]", "1e999]"),
+        embeddings_body("4").replace("0.3, 0.4", "0.3"),
+        embeddings_body("4").replace(r#""m""#, r#""m\u00e9\"""#),
+        format!("\u{feff}{}  \n", embeddings_body("true")),
+        embeddings_body("4")[..150].to_string(),
+        embeddings_body("4").replace("0.2", "0.2.5"),
+    ];
+    let cases: Vec<(String, usize)> = bodies
+        .iter()
+        .flat_map(|body| [0, 1, 7, 16].map(|size| (body.clone(), size)))
+        .collect();
+    let replies = cases.clone();
+    let upstream = Upstream::start(move |request| {
+        let n: usize = request.target.rsplit('=').next().unwrap().parse().unwrap();
+        let (body, size) = &replies[n];
+        if *size == 0 {
+            return Reply::json(200, body.clone());
+        }
+        let parts = body
+            .as_bytes()
+            .chunks(*size)
+            .map(|piece| part(Before::Pause(std::time::Duration::from_millis(1)), piece))
+            .collect();
+        Reply::stream("application/json", parts)
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
+    let mut whole = None;
+    for (n, (body, size)) in cases.iter().enumerate() {
+        let url = probity.url(&format!("/openai/v1/embeddings?case={n}"));
+        let got = post(&url, EMBEDDINGS_REQUEST).await;
+        let seen = (
+            got.status,
+            got.header("probity-normalized").map(str::to_string),
+            if got.status == 200 {
+                got.text()
+            } else {
+                let error = probity_error(&got.json()).unwrap();
+                format!("{} {}", error["code"], error["invariant"])
+            },
+        );
+        match size {
+            0 => whole = Some(seen),
+            _ => assert_eq!(Some(&seen), whole.as_ref(), "{body:?} in pieces of {size}"),
+        }
+    }
+}

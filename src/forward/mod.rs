@@ -28,6 +28,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
+use crate::json::Scanner;
 
 pub(crate) use body::UpstreamBody;
 pub use headers::remove_hop_by_hop;
@@ -239,9 +240,10 @@ pub(crate) fn upstream_request(
     Ok(request)
 }
 
-/// The upstream's response, read whole or ready to relay.
+/// The upstream's response, read whole or ready to relay. A whole 2xx
+/// body comes with the scan of its JSON made while it arrived.
 pub(crate) enum Fetched {
-    Whole(response::Parts, Bytes),
+    Whole(response::Parts, Bytes, Scanner),
     Stream(response::Parts, Relay),
 }
 
@@ -310,6 +312,9 @@ pub(crate) async fn fetch(
 
     let mut body = body;
     let mut whole = Collector::with_capacity(declared.unwrap_or(0).min(limit));
+    // Only a 2xx answer is judged; its JSON is scanned frame by frame, so
+    // the last frame leaves only the tail to scan.
+    whole.scan = parts.status.is_success();
     loop {
         match timeout_at(deadline, body.frame()).await {
             Err(_) => return Err(timeout("complete response")),
@@ -328,15 +333,19 @@ pub(crate) async fn fetch(
             }
         }
     }
-    Ok(Fetched::Whole(parts, whole.finish()))
+    let (bytes, scanner) = whole.finish();
+    Ok(Fetched::Whole(parts, bytes, scanner))
 }
 
-/// Joins body frames, without a copy when there is only one.
+/// Joins body frames, without a copy when there is only one, and feeds
+/// them to the JSON scanner as they come (when `scan`).
 struct Collector {
     first: Option<Bytes>,
     rest: Option<BytesMut>,
     capacity: u64,
     len: u64,
+    scan: bool,
+    scanner: Scanner,
 }
 
 impl Collector {
@@ -346,6 +355,8 @@ impl Collector {
             rest: None,
             capacity,
             len: 0,
+            scan: false,
+            scanner: Scanner::default(),
         }
     }
 
@@ -366,14 +377,22 @@ impl Collector {
         } else {
             self.first = Some(data);
         }
+        if self.scan {
+            match (&self.rest, &self.first) {
+                (Some(rest), _) => self.scanner.feed(rest),
+                (None, Some(first)) => self.scanner.feed(first),
+                (None, None) => {}
+            }
+        }
     }
 
-    fn finish(self) -> Bytes {
-        match (self.rest, self.first) {
+    fn finish(self) -> (Bytes, Scanner) {
+        let bytes = match (self.rest, self.first) {
             (Some(rest), _) => rest.freeze(),
             (None, Some(first)) => first,
             (None, None) => Bytes::new(),
-        }
+        };
+        (bytes, self.scanner)
     }
 }
 
@@ -547,14 +566,14 @@ mod tests {
         let one = Bytes::from_static(b"{\"a\":1}");
         let mut c = Collector::with_capacity(0);
         c.push(one.clone());
-        assert_eq!(c.finish().as_ptr(), one.as_ptr());
+        assert_eq!(c.finish().0.as_ptr(), one.as_ptr());
         let mut c = Collector::with_capacity(4);
         for part in ["{\"a\"", ":", "1}"] {
             c.push(Bytes::from(part));
         }
         assert_eq!(c.len(), 7);
-        assert_eq!(c.finish(), "{\"a\":1}");
-        assert_eq!(Collector::with_capacity(0).finish(), "");
+        assert_eq!(c.finish().0, "{\"a\":1}");
+        assert_eq!(Collector::with_capacity(0).finish().0, "");
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::config::ContractConfig;
 use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
-use crate::json::{self, Document, Json, Object};
+use crate::json::{self, Document, Json, Object, Scanner};
 use crate::violation::Violation;
 use stream::{EventCheck, Framing};
 
@@ -341,13 +341,23 @@ pub(crate) struct Output {
 
 /// Judges a complete response to one of a dialect's endpoints.
 pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contracts<'_>) -> Verdict {
+    inspect_scanned(endpoint, exchange, contracts, Scanner::default())
+}
+
+/// [`inspect`], with the scan of the response body made while it arrived.
+pub(crate) fn inspect_scanned(
+    endpoint: &Endpoint,
+    exchange: &Exchange<'_>,
+    contracts: &Contracts<'_>,
+    scanner: Scanner,
+) -> Verdict {
     if exchange.method != Method::POST || !exchange.status.is_success() {
         return Verdict::Unchecked;
     }
     // A 2xx answer to an inspected endpoint must be JSON whatever the
     // request said; the payload checks need the request, the figures do not.
     let body = exchange.response_body;
-    let doc = match Document::parse(body) {
+    let doc = match Document::scanned(body, scanner) {
         Ok(doc) => doc,
         Err(err) => {
             return Verdict::Reject(Violation {

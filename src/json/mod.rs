@@ -1,7 +1,8 @@
 //! Borrowed views of a JSON document: what inspection reads, without
 //! building a tree or converting numbers it does not need.
 //!
-//! [`Document::parse`] checks a body in one pass ([`scan`]) and keeps a
+//! [`Document::parse`] checks a body in one pass ([`Scanner`], which can
+//! also be fed the body frame by frame as it arrives) and keeps a
 //! small tape of where each value sits. A [`Json`] is a view of one value:
 //! its exact text in the body, so it knows its own byte span (that is what
 //! lets `figures` replace exactly one value's bytes and leave every other
@@ -18,8 +19,8 @@ use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
-pub(crate) use scan::ParseError;
-use scan::{Tape, NONE};
+pub(crate) use scan::{ParseError, Scanner};
+use scan::{Tape, ESCAPED, NONE};
 
 /// A parsed document: its text and its tape. Views borrow from it.
 pub(crate) struct Document<'t> {
@@ -30,15 +31,15 @@ pub(crate) struct Document<'t> {
 impl<'t> Document<'t> {
     /// Checks a whole document, once.
     pub(crate) fn parse(bytes: &'t [u8]) -> Result<Self, ParseError> {
+        Self::scanned(bytes, Scanner::default())
+    }
+
+    /// The document a scanner was fed as it arrived: only what it has not
+    /// scanned yet is scanned now.
+    pub(crate) fn scanned(bytes: &'t [u8], scanner: Scanner) -> Result<Self, ParseError> {
         let text = std::str::from_utf8(bytes)
             .map_err(|e| ParseError::new("the body is not UTF-8", e.valid_up_to()))?;
-        // RFC 8259 §8.1: a parser may ignore a byte-order mark, and the
-        // apps' JSON readers do (Python's `json.loads` on bytes, `fetch`'s
-        // `.json()`), so it is not a reason to reject. Spans stay relative
-        // to the whole body, so the mark is kept on a rewrite.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let text = text.trim_matches(|c| matches!(c, ' ' | '\n' | '\r' | '\t'));
-        let tape = scan::scan(text.as_bytes())?;
+        let tape = scanner.finish(bytes)?;
         Ok(Self { text, tape })
     }
 
@@ -144,7 +145,7 @@ impl<'a> Json<'a> {
             // A key's entry, then its value's subtree.
             let key = self.doc.view(at);
             let value = self.doc.view(at + 1);
-            let (name, exact) = unescape(key.text);
+            let (name, exact) = key.unescaped();
             members.push((name, value, exact));
             at = nodes.get(at as usize + 1)?.next;
         }
@@ -161,7 +162,7 @@ impl<'a> Json<'a> {
             start: mut child,
             end,
         } = self.children();
-        let holds_numbers = nodes.get(self.node as usize)?.summary != NONE;
+        let holds_numbers = nodes.get(self.node as usize)?.aux != NONE;
         let mut items = Vec::new();
         if !holds_numbers {
             while child < end {
@@ -229,7 +230,23 @@ impl<'a> Json<'a> {
         if self.kind() != Kind::String {
             return None;
         }
-        Some(unescape(self.text).0)
+        Some(self.unescaped().0)
+    }
+
+    /// A string token's value, unescaped only when the scan saw an escape
+    /// (a base64 vector is not searched again for a backslash).
+    fn unescaped(&self) -> (Cow<'a, str>, bool) {
+        let escaped = self
+            .doc
+            .tape
+            .nodes
+            .get(self.node as usize)
+            .is_some_and(|n| n.aux == ESCAPED);
+        if escaped {
+            return unescape(self.text);
+        }
+        let inner = self.text.get(1..self.text.len().saturating_sub(1));
+        (Cow::Borrowed(inner.unwrap_or_default()), true)
     }
 
     /// A non-negative integer written as one (`8`, never `8.0`, `"8"` or `-0`).
@@ -266,9 +283,6 @@ fn unescape(token: &str) -> (Cow<'_, str>, bool) {
     let inner = token
         .get(1..token.len().saturating_sub(1))
         .unwrap_or_default();
-    if !inner.contains('\\') {
-        return (Cow::Borrowed(inner), true);
-    }
     let mut out = String::with_capacity(inner.len());
     let mut exact = true;
     let mut chars = inner.chars();
@@ -460,7 +474,7 @@ pub(crate) fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize,
     let nodes = &value.doc.tape.nodes;
     let summary = nodes
         .get(value.node as usize)
-        .and_then(|n| value.doc.tape.summaries.get(n.summary as usize));
+        .and_then(|n| value.doc.tape.summaries.get(n.aux as usize));
     let Some(summary) = summary else {
         // No number at all: empty, or its first element is something else.
         return match value.children().is_empty() {
@@ -919,7 +933,21 @@ mod tests {
         /// The scanner accepts exactly what serde_json accepts, reads the
         /// same values, and a vector's summary agrees with a walk.
         #[test]
-        fn the_scanner_agrees_with_serde_json(text in document()) {
+        fn the_scanner_agrees_with_serde_json(text in document(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6)) {
+            // Fed in pieces as a body arrives, the scan ends the same.
+            let mut scanner = Scanner::default();
+            let mut ends: Vec<usize> = cuts.iter().map(|c| c.index(text.len() + 1)).collect();
+            ends.sort_unstable();
+            for end in ends {
+                scanner.feed(&text.as_bytes()[..end]);
+            }
+            let fed = Document::scanned(text.as_bytes(), scanner);
+            let whole = Document::parse(text.as_bytes());
+            match (&fed, &whole) {
+                (Ok(fed), Ok(whole)) => prop_assert_eq!(format!("{:?}", fed.tape), format!("{:?}", whole.tape)),
+                (fed, whole) => prop_assert_eq!(fed.as_ref().err(), whole.as_ref().err()),
+            }
+
             let ours = Document::parse(text.as_bytes());
             let theirs = serde_json::from_str::<&serde_json::value::RawValue>(&text);
             prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{:?}: {:?}", text, ours.as_ref().err());

@@ -20,12 +20,15 @@ pub(super) struct Node {
     pub(super) end: u32,
     /// The index after this value's subtree (its next sibling, if any).
     pub(super) next: u32,
-    /// For an array holding numbers, its entry in [`Tape::summaries`].
-    pub(super) summary: u32,
+    /// For an array holding numbers, its entry in [`Tape::summaries`];
+    /// for a string, [`ESCAPED`] when it holds an escape; else [`NONE`].
+    pub(super) aux: u32,
 }
 
-/// No summary: the array holds no number (or the node is not an array).
+/// No summary, no escape.
 pub(super) const NONE: u32 = u32::MAX;
+/// A string with at least one escape (so reading it must unescape).
+pub(super) const ESCAPED: u32 = 1;
 
 /// What the numbers directly inside one array are.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +75,7 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 /// An open container while its members are read.
+#[derive(Debug)]
 struct Frame {
     node: u32,
     array: bool,
@@ -96,158 +100,275 @@ impl Frame {
     }
 }
 
-/// Checks `text` (one JSON value, no surrounding whitespace) and returns
-/// its tape. Nesting needs no recursion, so depth costs heap, not stack.
-pub(super) fn scan(text: &[u8]) -> Result<Tape, ParseError> {
-    if u32::try_from(text.len()).map_or(true, |n| n == u32::MAX) {
-        return Err(ParseError::new("the document is larger than 4 GiB", 0));
-    }
-    let mut scanner = Scanner {
-        b: text,
-        i: 0,
-        tape: Tape::default(),
-        stack: Vec::new(),
-    };
-    scanner.document()?;
-    Ok(scanner.tape)
+/// Where the grammar stands between two bytes of the document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// A value comes next.
+    Value,
+    /// Just after `[`: a value or `]`.
+    ArrayStart,
+    /// Just after `{`: a key or `}`.
+    ObjectStart,
+    /// A key and its colon come next.
+    Key,
+    /// A value ended: `,`, its container's end, or the document's end.
+    After,
 }
 
-struct Scanner<'b> {
-    b: &'b [u8],
+/// What one step of the grammar did.
+enum Step {
+    Next,
+    /// The bytes so far end before the step could finish: feed more.
+    Suspend,
+    /// The document ended (the last bytes were fed).
+    Finished,
+}
+
+/// A scan in progress. It can be fed a document as its bytes arrive
+/// ([`Scanner::feed`], with everything received so far each time): the
+/// scan stops before any token the bytes so far might cut (a number that
+/// reaches their end may go on), and takes up from there. Only the tail is
+/// left to scan when the last byte comes.
+#[derive(Debug)]
+pub(crate) struct Scanner {
     i: usize,
+    phase: Phase,
+    tape: Tape,
+    stack: Vec<Frame>,
+    finished: bool,
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Self {
+            i: 0,
+            phase: Phase::Value,
+            tape: Tape::default(),
+            stack: Vec::new(),
+            finished: false,
+        }
+    }
+}
+
+impl Scanner {
+    /// Scans what has arrived of a document: `received` is every byte so
+    /// far (the same bytes as before, and more). Stops quietly at the first
+    /// fault: only the last feed reports it.
+    pub(crate) fn feed(&mut self, received: &[u8]) {
+        if !self.finished && u32::try_from(received.len()).is_ok_and(|n| n < u32::MAX) {
+            let _ = self.run(received, false);
+        }
+    }
+
+    /// Scans the rest of the whole document and returns its tape.
+    pub(super) fn finish(mut self, document: &[u8]) -> Result<Tape, ParseError> {
+        if u32::try_from(document.len()).map_or(true, |n| n == u32::MAX) {
+            return Err(ParseError::new("the document is larger than 4 GiB", 0));
+        }
+        if !self.finished {
+            self.run(document, true)?;
+        }
+        Ok(self.tape)
+    }
+
+    fn run(&mut self, b: &[u8], last: bool) -> Result<(), ParseError> {
+        if self.i == 0 && b.starts_with("\u{feff}".as_bytes()) {
+            // RFC 8259 §8.1: a parser may ignore a byte-order mark, and the
+            // apps' JSON readers do (Python's `json.loads` on bytes,
+            // `fetch`'s `.json()`); spans stay relative to the whole body.
+            self.i = 3;
+        }
+        let mut cursor = Cursor {
+            b,
+            last,
+            i: self.i,
+            phase: self.phase,
+            tape: std::mem::take(&mut self.tape),
+            stack: std::mem::take(&mut self.stack),
+        };
+        let result = cursor.run();
+        self.i = cursor.i;
+        self.phase = cursor.phase;
+        self.tape = cursor.tape;
+        self.stack = cursor.stack;
+        self.finished = matches!(result, Ok(true));
+        result.map(|_| ())
+    }
+}
+
+/// A scanner's state over the bytes of one feed.
+struct Cursor<'b> {
+    b: &'b [u8],
+    /// These are all the document's bytes.
+    last: bool,
+    i: usize,
+    phase: Phase,
     tape: Tape,
     stack: Vec<Frame>,
 }
 
-impl Scanner<'_> {
-    fn document(&mut self) -> Result<(), ParseError> {
-        'value: loop {
-            self.skip_space();
-            match self.peek() {
-                Some(b'{') => {
-                    self.open(false);
-                    if self.peek() != Some(b'}') {
-                        self.key()?;
-                        continue 'value;
-                    }
-                    self.i += 1;
-                    self.close();
-                }
-                Some(b'[') => {
-                    self.open(true);
-                    if self.peek() != Some(b']') {
-                        continue 'value;
-                    }
-                    self.i += 1;
-                    self.close();
-                }
-                _ => self.scalar()?,
-            }
-            // A value ended: what follows is a separator, its container's
-            // end, or (at the root) the end of the text.
-            loop {
-                let Some(top) = self.stack.last() else {
-                    return match self.peek() {
-                        None => Ok(()),
-                        Some(_) => Err(self.error("trailing characters")),
-                    };
-                };
-                let array = top.array;
-                self.skip_space();
-                match (self.peek(), array) {
-                    (Some(b','), true) => {
-                        self.i += 1;
-                        continue 'value;
-                    }
-                    (Some(b','), false) => {
-                        self.i += 1;
-                        self.skip_space();
-                        self.key()?;
-                        continue 'value;
-                    }
-                    (Some(b']'), true) | (Some(b'}'), false) => {
-                        self.i += 1;
-                        self.close();
-                    }
-                    (None, _) => return Err(self.error("the document ends inside a value")),
-                    _ if array => return Err(self.error("expected `,` or `]`")),
-                    _ => return Err(self.error("expected `,` or `}`")),
+impl Cursor<'_> {
+    /// Steps until the document ends (`true`) or the bytes do (`false`). A
+    /// step that fails is undone, so a later feed retries it with more
+    /// bytes; on the last feed its fault is the answer.
+    fn run(&mut self) -> Result<bool, ParseError> {
+        loop {
+            let (start, phase) = (self.i, self.phase);
+            match self.step() {
+                Ok(Step::Next) => {}
+                Ok(Step::Suspend) => return Ok(false),
+                Ok(Step::Finished) => return Ok(true),
+                Err(fault) if self.last => return Err(fault),
+                Err(_) => {
+                    (self.i, self.phase) = (start, phase);
+                    return Ok(false);
                 }
             }
         }
     }
 
-    /// A string, number or literal at the cursor.
-    fn scalar(&mut self) -> Result<(), ParseError> {
-        let start = self.i;
-        match self.peek() {
-            Some(b'"') => self.string()?,
-            Some(b'-' | b'0'..=b'9') if self.in_array() => return self.numbers(),
-            Some(b'-' | b'0'..=b'9') => {
-                self.number()?;
-            }
-            Some(b't') => self.literal(b"true")?,
-            Some(b'f') => self.literal(b"false")?,
-            Some(b'n') => self.literal(b"null")?,
-            None => return Err(self.error("the document ends where a value was expected")),
-            Some(_) => return Err(self.error("expected a value")),
+    fn step(&mut self) -> Result<Step, ParseError> {
+        self.skip_space();
+        let Some(byte) = self.peek() else {
+            return match (self.last, self.phase, self.stack.is_empty()) {
+                (false, _, _) => Ok(Step::Suspend),
+                (true, Phase::After, true) => Ok(Step::Finished),
+                (true, Phase::After, false) => Err(self.error("the document ends inside a value")),
+                _ => Err(self.error("the document ends where a value was expected")),
+            };
+        };
+        match self.phase {
+            Phase::Value => return self.value(byte),
+            Phase::ArrayStart if byte == b']' => self.close(),
+            Phase::ArrayStart => self.phase = Phase::Value,
+            Phase::ObjectStart if byte == b'}' => self.close(),
+            Phase::ObjectStart => self.phase = Phase::Key,
+            Phase::Key => self.key()?,
+            Phase::After => self.after(byte)?,
         }
-        self.leaf(start);
+        Ok(Step::Next)
+    }
+
+    /// A value starting with `byte`.
+    fn value(&mut self, byte: u8) -> Result<Step, ParseError> {
+        let start = self.i;
+        let aux = match byte {
+            b'{' => {
+                self.open(false);
+                return Ok(Step::Next);
+            }
+            b'[' => {
+                self.open(true);
+                return Ok(Step::Next);
+            }
+            b'-' | b'0'..=b'9' if self.in_array() => return self.numbers(),
+            b'-' | b'0'..=b'9' => {
+                let (end, _) = number(self.b, self.i).map_err(fault)?;
+                if !self.last && end == self.b.len() {
+                    return Ok(Step::Suspend); // more digits may come
+                }
+                self.i = end;
+                NONE
+            }
+            b'"' => self.string()?,
+            b't' => self.literal(b"true").map(|()| NONE)?,
+            b'f' => self.literal(b"false").map(|()| NONE)?,
+            b'n' => self.literal(b"null").map(|()| NONE)?,
+            _ => return Err(self.error("expected a value")),
+        };
+        self.leaf(start, aux);
+        self.count_other();
+        self.phase = Phase::After;
+        Ok(Step::Next)
+    }
+
+    /// What may follow a value: `,`, its container's end, or nothing.
+    fn after(&mut self, byte: u8) -> Result<(), ParseError> {
+        let Some(top) = self.stack.last() else {
+            return Err(self.error("trailing characters"));
+        };
+        match (byte, top.array) {
+            (b',', true) => {
+                self.i += 1;
+                self.phase = Phase::Value;
+            }
+            (b',', false) => {
+                self.i += 1;
+                self.phase = Phase::Key;
+            }
+            (b']', true) | (b'}', false) => self.close(),
+            (_, true) => return Err(self.error("expected `,` or `]`")),
+            (_, false) => return Err(self.error("expected `,` or `}`")),
+        }
+        Ok(())
+    }
+
+    /// Counts a value that just ended as a non-number of its array.
+    fn count_other(&mut self) {
         if let Some(top) = self.stack.last_mut() {
             if top.array {
                 top.summary.others += 1;
             }
         }
-        Ok(())
     }
 
     fn in_array(&self) -> bool {
         self.stack.last().is_some_and(|top| top.array)
     }
 
-    /// An object member's key and its colon.
+    /// An object member's key and its colon; the key's entry is written
+    /// only once both are there.
     fn key(&mut self) -> Result<(), ParseError> {
         if self.peek() != Some(b'"') {
             return Err(self.error("expected a key"));
         }
         let start = self.i;
-        self.string()?;
-        self.leaf(start);
+        let aux = self.string()?;
+        let end = self.i;
         self.skip_space();
         if self.peek() != Some(b':') {
             return Err(self.error("expected `:`"));
         }
+        self.i = end;
+        self.leaf(start, aux);
+        self.skip_space();
         self.i += 1;
+        self.phase = Phase::Value;
         Ok(())
     }
 
-    fn leaf(&mut self, start: usize) {
+    fn leaf(&mut self, start: usize, aux: u32) {
         let index = self.tape.nodes.len() as u32;
         self.tape.nodes.push(Node {
             start: start as u32,
             end: self.i as u32,
             next: index + 1,
-            summary: NONE,
+            aux,
         });
     }
 
-    /// Opens the container at the cursor, and steps past its bracket and
-    /// any space after it.
+    /// Opens the container at the cursor, and steps past its bracket.
     fn open(&mut self, array: bool) {
         let index = self.tape.nodes.len() as u32;
         self.tape.nodes.push(Node {
             start: self.i as u32,
             end: 0,
             next: 0,
-            summary: NONE,
+            aux: NONE,
         });
         self.stack.push(Frame::new(index, array));
         self.i += 1;
-        self.skip_space();
+        self.phase = if array {
+            Phase::ArrayStart
+        } else {
+            Phase::ObjectStart
+        };
     }
 
-    /// Closes the innermost container; the cursor is past its bracket.
+    /// Closes the innermost container at its closing bracket.
     fn close(&mut self) {
+        self.i += 1;
+        self.phase = Phase::After;
         let Some(frame) = self.stack.pop() else {
             return;
         };
@@ -261,57 +382,53 @@ impl Scanner<'_> {
         if let Some(node) = self.tape.nodes.get_mut(frame.node as usize) {
             node.end = self.i as u32;
             node.next = next;
-            node.summary = summary;
+            node.aux = summary;
         }
-        if let Some(top) = self.stack.last_mut() {
-            if top.array {
-                top.summary.others += 1;
-            }
-        }
+        self.count_other();
     }
 
     /// A run of numbers inside an array (`1, 2.5, -3e2`), folded into the
-    /// array's summary. Stops before whatever follows the last number.
-    /// This is the loop a vector's bytes go through: it keeps its cursor
-    /// and summary in locals.
-    fn numbers(&mut self) -> Result<(), ParseError> {
-        let b = self.b;
+    /// array's summary. This is the loop a vector's bytes go through: it
+    /// keeps its cursor and summary in locals, and commits each number, so
+    /// a feed that cuts the run resumes at the number it cut.
+    fn numbers(&mut self) -> Result<Step, ParseError> {
+        let (b, last) = (self.b, self.last);
         let mut i = self.i;
         let Some(top) = self.stack.last_mut() else {
-            return Ok(());
+            return Ok(Step::Next);
         };
         let mut summary = top.summary;
-        let result = loop {
+        let step = loop {
             let (end, shape) = match number(b, i) {
-                Ok(found) => found,
-                Err((what, at)) => break Err(ParseError::new(what, at)),
+                Ok(found) if last || end_before(found.0, b) => found,
+                Ok(_) => break Ok(Step::Suspend),
+                Err(_) if !last => break Ok(Step::Suspend),
+                Err(found) => break Err(fault(found)),
             };
             summary.fold(b.get(i..end).unwrap_or_default(), shape);
-            i = skip_space(b, end);
-            if b.get(i) == Some(&b',') {
-                i = skip_space(b, i + 1);
+            let next = skip_space(b, end);
+            if b.get(next) == Some(&b',') {
+                i = skip_space(b, next + 1);
+                self.phase = Phase::Value;
                 if matches!(b.get(i), Some(b'-' | b'0'..=b'9')) {
                     continue;
                 }
+                break Ok(Step::Next);
             }
             i = end;
-            break Ok(());
+            self.phase = Phase::After;
+            break Ok(Step::Next);
         };
         top.summary = summary;
         self.i = i;
-        result
+        step
     }
 
-    /// A number outside an array: it gets a tape entry of its own.
-    fn number(&mut self) -> Result<(), ParseError> {
-        let (end, _) = number(self.b, self.i).map_err(|(what, at)| ParseError::new(what, at))?;
-        self.i = end;
-        Ok(())
-    }
-
-    /// A string from its opening quote; the cursor ends past the closing one.
-    fn string(&mut self) -> Result<(), ParseError> {
+    /// A string from its opening quote; the cursor ends past the closing
+    /// one. Returns [`ESCAPED`] when it holds an escape, else [`NONE`].
+    fn string(&mut self) -> Result<u32, ParseError> {
         self.i += 1;
+        let mut aux = NONE;
         loop {
             let rest = self.b.get(self.i..).unwrap_or_default();
             let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
@@ -330,8 +447,9 @@ impl Scanner<'_> {
             self.i += at;
             if self.peek() == Some(b'"') {
                 self.i += 1;
-                return Ok(());
+                return Ok(aux);
             }
+            aux = ESCAPED;
             // An escape: RFC 8259 §7. Any `\uXXXX` is accepted, a lone
             // surrogate included (JavaScript writes them).
             match self.b.get(self.i + 1) {
@@ -401,10 +519,8 @@ impl Summary {
 /// ([eE] [+-]? [0-9]+)?`. Returns where it ends and how it was written.
 #[inline(always)]
 fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> {
-    let mut i = at;
-    if b.get(i) == Some(&b'-') {
-        i += 1;
-    }
+    // Branch-free: a vector's signs are as good as random.
+    let mut i = at + usize::from(b.get(at) == Some(&b'-'));
     let int_start = i;
     i = match b.get(i) {
         Some(b'0') => i + 1,
@@ -440,39 +556,26 @@ fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> 
 }
 
 /// The index of the first byte at or after `at` that is not JSON
-/// whitespace. Indentation comes eight bytes at a time.
+/// whitespace. Indentation comes eight spaces at a time.
 #[inline(always)]
 fn skip_space(b: &[u8], mut at: usize) -> usize {
     loop {
         match b.get(at) {
-            Some(b' ' | b'\n' | b'\r' | b'\t') => {}
+            Some(b' ') if b.get(at..at + 8) == Some(b"        ") => at += 8,
+            Some(b' ' | b'\n' | b'\r' | b'\t') => at += 1,
             _ => return at,
         }
-        let Some(chunk) = b.get(at..at + 8) else {
-            at += 1;
-            continue;
-        };
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        let space = zero_bytes(x ^ 0x2020_2020_2020_2020)
-            | zero_bytes(x ^ 0x0a0a_0a0a_0a0a_0a0a)
-            | zero_bytes(x ^ 0x0d0d_0d0d_0d0d_0d0d)
-            | zero_bytes(x ^ 0x0909_0909_0909_0909);
-        let other = !space & 0x8080_8080_8080_8080;
-        if other != 0 {
-            return at + (other.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
     }
 }
 
-/// The high bit of each byte of `x` that is zero, exactly (the low seven
-/// bits are added separately, so no carry crosses a byte).
-#[inline(always)]
-fn zero_bytes(x: u64) -> u64 {
-    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    !(((x & LOW).wrapping_add(LOW)) | x | LOW)
+/// Whether a number ending at `end` ends before the bytes so far do
+/// (else more digits may follow in the next feed).
+fn end_before(end: usize, b: &[u8]) -> bool {
+    end < b.len()
+}
+
+fn fault((what, at): (&'static str, usize)) -> ParseError {
+    ParseError::new(what, at)
 }
 
 /// An integer token's value, `None` beyond `i64`.
@@ -496,6 +599,7 @@ fn integer(token: &[u8]) -> Option<i64> {
 
 /// The index after the run of ASCII digits starting at `at`, eight bytes
 /// at a time: a vector's numbers are mostly digits.
+#[inline(always)]
 fn digits(b: &[u8], mut at: usize) -> usize {
     while let Some(chunk) = b.get(at..at + 8) {
         let mut word = [0u8; 8];

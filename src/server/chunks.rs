@@ -265,7 +265,7 @@ async fn fetch(
 ) -> Result<Answer, Failure> {
     let (parts, bytes) = match forward::fetch(&route.upstream, request, Reading::Document).await {
         Err(err) => return Err(Failure::Proxy(err.into())),
-        Ok(Fetched::Whole(parts, bytes)) => (parts, bytes),
+        Ok(Fetched::Whole(parts, bytes, _)) => (parts, bytes),
         // Only a provider's error answer is relayed live.
         Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
     };

@@ -42,6 +42,7 @@ use crate::forward::{
     self, remove_hop_by_hop, Fetched, Reading, Relay, UpstreamBody, X_REQUEST_ID,
 };
 use crate::inspect::{self, Asked, Contracts, Endpoint, Envelope, Exchange, Verdict};
+use crate::json::Scanner;
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 
@@ -127,7 +128,7 @@ async fn exchange(
 
     let upstream_request = call.upstream_request(body.clone().into(), &record.request_id)?;
     match forward::fetch(&route.upstream, upstream_request, call.reading()).await? {
-        Fetched::Whole(upstream, bytes) => call.whole(upstream, bytes, record),
+        Fetched::Whole(upstream, bytes, scanner) => call.whole(upstream, bytes, scanner, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
     }
 }
@@ -150,7 +151,7 @@ async fn passthrough(
     let (upstream, payload) =
         match forward::fetch(&route.upstream, request, Reading::Passthrough).await? {
             Fetched::Stream(upstream, relay) => (upstream, Payload::Stream(relay)),
-            Fetched::Whole(upstream, bytes) => (upstream, Payload::Whole(Some(bytes))),
+            Fetched::Whole(upstream, bytes, _) => (upstream, Payload::Whole(Some(bytes))),
         };
     record.upstream_status = Some(upstream.status);
     Ok(respond(upstream, &record.request_id, payload))
@@ -230,10 +231,11 @@ impl Call<'_> {
         &self,
         mut upstream: response::Parts,
         bytes: Bytes,
+        scanner: Scanner,
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, ProxyError> {
         record.upstream_status = Some(upstream.status);
-        let verdict = inspect::inspect(
+        let verdict = inspect::inspect_scanned(
             self.endpoint,
             &Exchange {
                 method: &self.client.method,
@@ -243,6 +245,7 @@ impl Call<'_> {
                 response_body: &bytes,
             },
             &self.contracts(),
+            scanner,
         );
         let verbatim = |upstream: &response::Parts| Verbatim {
             status: upstream.status,
