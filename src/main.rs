@@ -360,11 +360,16 @@ async fn shutdown_signal() {
 }
 
 /// Logs go to stdout: text by default, JSON with `PROBITY_LOG_FORMAT=json`;
-/// the level comes from `RUST_LOG` (default `info`).
+/// the level comes from `RUST_LOG` (default `info`). Colour only on a
+/// terminal: in a file or a collector, escape codes are noise (and cost a
+/// tenth of each line's formatting).
 fn init_logs() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
     if std::env::var("PROBITY_LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder
             .json()

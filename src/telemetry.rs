@@ -5,11 +5,13 @@
 //! sets (status codes, error kinds), so cardinality stays bounded. Logs carry
 //! no bodies, no query strings and no credentials.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, Method, StatusCode};
-use metrics::{counter, describe_counter, describe_histogram, histogram, Unit};
+use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::time::Instant;
 
@@ -170,21 +172,23 @@ impl Ending {
 
 /// A response has ended: one log line and the request metrics.
 pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
-    let route = record
-        .route
-        .as_deref()
-        .unwrap_or(NO_ROUTE_LABEL)
-        .to_string();
+    let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL);
     let elapsed = record.started.elapsed();
-    counter!(REQUESTS_TOTAL, "route" => route.clone(), "status" => record.status.as_u16().to_string())
-        .increment(1);
-    histogram!(REQUEST_DURATION_SECONDS, "route" => route.clone()).record(elapsed.as_secs_f64());
+    let status = record.status.as_u16();
+    with_series(route, |series| {
+        series
+            .counter(REQUESTS_TOTAL, route, ("status", Value::Status(status)))
+            .increment(1);
+        series
+            .histogram(REQUEST_DURATION_SECONDS, route)
+            .record(elapsed.as_secs_f64());
+    });
     tracing::info!(
         request_id = record.request_id.to_str().unwrap_or("-"),
         route = %route,
         method = %record.method,
         path = %record.path,
-        status = record.status.as_u16(),
+        status,
         upstream_status = record.upstream_status.map(|s| s.as_u16()),
         duration_ms = millis(elapsed),
         bytes,
@@ -192,6 +196,68 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
         captured = record.captured,
         "request"
     );
+}
+
+// ------------------------------------------------------- per-route series
+
+/// The second label of a per-route series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Value {
+    Status(u16),
+    Name(&'static str),
+}
+
+/// One route's series on the request path, by metric and second label.
+#[derive(Default)]
+struct RouteSeries {
+    counters: HashMap<(&'static str, Value), Counter>,
+    histograms: HashMap<&'static str, Histogram>,
+}
+
+impl RouteSeries {
+    fn counter(
+        &mut self,
+        metric: &'static str,
+        route: &str,
+        label: (&'static str, Value),
+    ) -> &Counter {
+        self.counters.entry((metric, label.1)).or_insert_with(|| {
+            let value = match label.1 {
+                Value::Status(status) => status.to_string(),
+                Value::Name(name) => name.to_string(),
+            };
+            counter!(metric, "route" => route.to_string(), label.0 => value)
+        })
+    }
+
+    fn histogram(&mut self, metric: &'static str, route: &str) -> &Histogram {
+        self.histograms
+            .entry(metric)
+            .or_insert_with(|| histogram!(metric, "route" => route.to_string()))
+    }
+}
+
+thread_local! {
+    /// Handles of the series every request touches, kept per worker thread.
+    /// `counter!` with labels allocates each label and looks the series up
+    /// in the registry on every call: a quarter of the chat path's
+    /// allocations. Routes and label values are bounded sets, so these maps
+    /// are too.
+    static SERIES: RefCell<HashMap<Box<str>, RouteSeries>> = RefCell::new(HashMap::new());
+}
+
+fn with_series(route: &str, use_series: impl FnOnce(&mut RouteSeries)) {
+    SERIES.with(|cell| {
+        let Ok(mut map) = cell.try_borrow_mut() else {
+            return use_series(&mut RouteSeries::default());
+        };
+        if !map.contains_key(route) {
+            map.insert(route.into(), RouteSeries::default());
+        }
+        if let Some(series) = map.get_mut(route) {
+            use_series(series);
+        }
+    });
 }
 
 /// An upstream fault, before the status line (`streaming` false, the client
@@ -256,9 +322,13 @@ pub(crate) fn figures_normalized(route: &str, request_id: &HeaderValue, figures:
 
 /// Well-formed token figures, by kind.
 pub(crate) fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
-    for (kind, count) in tokens {
-        counter!(TOKENS_TOTAL, "route" => route.to_string(), "kind" => *kind).increment(*count);
-    }
+    with_series(route, |series| {
+        for (kind, count) in tokens {
+            series
+                .counter(TOKENS_TOTAL, route, ("kind", Value::Name(kind)))
+                .increment(*count);
+        }
+    });
 }
 
 /// A response passed unchecked because its request could not be read.
@@ -274,13 +344,12 @@ pub(crate) fn uninspected(route: &str, request_id: &HeaderValue, reason: &'stati
 
 /// The first byte of a streamed response went out.
 pub(crate) fn stream_first_byte(record: &RequestRecord) {
-    let route = record
-        .route
-        .as_deref()
-        .unwrap_or(NO_ROUTE_LABEL)
-        .to_string();
-    histogram!(TIME_TO_FIRST_BYTE_SECONDS, "route" => route)
-        .record(record.started.elapsed().as_secs_f64());
+    let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL);
+    with_series(route, |series| {
+        series
+            .histogram(TIME_TO_FIRST_BYTE_SECONDS, route)
+            .record(record.started.elapsed().as_secs_f64());
+    });
 }
 
 /// A model's answer was judged against its output contract.

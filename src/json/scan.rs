@@ -144,7 +144,8 @@ impl Default for Scanner {
             i: 0,
             phase: Phase::Value,
             tape: Tape::default(),
-            stack: Vec::new(),
+            // Deep enough for every provider's answer without growing.
+            stack: Vec::with_capacity(16),
             finished: false,
         }
     }
@@ -177,6 +178,12 @@ impl Scanner {
             // apps' JSON readers do (Python's `json.loads` on bytes,
             // `fetch`'s `.json()`); spans stay relative to the whole body.
             self.i = 3;
+        }
+        if self.tape.nodes.capacity() == 0 {
+            // About one value per 16 bytes in a chat answer; a vector's
+            // numbers take no entries, so a large body reserves little.
+            let expected = (b.len() / 16).clamp(16, 1024);
+            self.tape.nodes.reserve(expected);
         }
         let mut cursor = Cursor {
             b,
