@@ -122,6 +122,9 @@ impl Upstream {
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
+            // A burst of streams must not leave a connection (and its
+            // buffers) idle per stream for the next 90 s.
+            .pool_max_idle_per_host(64)
             .build(https);
         Self {
             url,

@@ -12,6 +12,7 @@ mod checked;
 mod chunks;
 mod exchange;
 mod finish;
+mod memory;
 mod reload;
 mod request_id;
 
@@ -22,7 +23,7 @@ use reload::{Reloader, Routes};
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -177,7 +178,8 @@ impl Probity {
         http.http2().timer(TokioTimer::new());
 
         let graceful = GracefulShutdown::new();
-        let active = Arc::new(AtomicU64::new(0));
+        let connections = Arc::new(memory::Connections::default());
+        tokio::spawn(memory::trim_after_bursts(connections.clone()));
         tokio::pin!(shutdown);
         loop {
             let (stream, _peer) = tokio::select! {
@@ -193,11 +195,11 @@ impl Probity {
                 },
             };
             let _ = stream.set_nodelay(true);
-            if active.load(Ordering::Relaxed) >= self.max_connections {
+            if connections.active.load(Ordering::Relaxed) >= self.max_connections {
                 tokio::spawn(refuse(stream, self.max_connections));
                 continue;
             }
-            let slot = ConnectionSlot::take(&active);
+            let slot = ConnectionSlot::take(&connections);
             let shared = self.shared.clone();
             let service = service_fn(move |request| exchange::handle(shared.clone(), request));
             let http = http.clone();
@@ -214,12 +216,12 @@ impl Probity {
         // Drain: not ready, no new connections, in-flight requests finish.
         ready.store(false, Ordering::SeqCst);
         drop(self.proxy);
-        let in_flight = active.load(Ordering::Relaxed);
+        let in_flight = connections.active.load(Ordering::Relaxed);
         tracing::info!(connections = in_flight, "draining");
         match tokio::time::timeout(self.drain_timeout, graceful.shutdown()).await {
             Ok(()) => tracing::info!("drained: every request in flight completed"),
             Err(_) => tracing::warn!(
-                connections = active.load(Ordering::Relaxed),
+                connections = connections.active.load(Ordering::Relaxed),
                 drain_timeout_ms = self.drain_timeout.as_millis() as u64,
                 "drain timeout reached: closing the connections still open"
             ),
@@ -245,18 +247,18 @@ async fn reload_on_hangup(
 }
 
 /// Counts a connection for `max_connections` while it lives.
-struct ConnectionSlot(Arc<AtomicU64>);
+struct ConnectionSlot(Arc<memory::Connections>);
 
 impl ConnectionSlot {
-    fn take(active: &Arc<AtomicU64>) -> Self {
-        active.fetch_add(1, Ordering::Relaxed);
-        Self(active.clone())
+    fn take(connections: &Arc<memory::Connections>) -> Self {
+        connections.opened();
+        Self(connections.clone())
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.closed();
     }
 }
 
