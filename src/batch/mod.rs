@@ -14,7 +14,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::Value;
 
 use crate::figures::{self, Domain, Figure, HeaderFigure};
-use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object};
+use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object, Scanner};
 use crate::violation::Violation;
 
 /// Where an endpoint's inputs and vectors are.
@@ -120,10 +120,11 @@ pub(crate) fn capture_body(answers: &[(StatusCode, &Part)]) -> Bytes {
     Bytes::from(serde_json::json!({ "chunks": chunks }).to_string())
 }
 
-/// One chunk's checked answer.
+/// One chunk's checked answer, with the scan its check made of it.
 pub(crate) struct Part {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+    pub(crate) scan: Scanner,
 }
 
 /// The stitched response.
@@ -155,7 +156,7 @@ pub(crate) fn stitch(
 ) -> Result<Stitched, Violation> {
     let parsed: Vec<Document<'_>> = parts
         .iter()
-        .map(|p| Document::parse(&p.body))
+        .map(|p| Document::scanned(&p.body, p.scan.clone()))
         .collect::<Result<_, _>>()
         .map_err(|e| mismatch(format!("a chunk is not JSON ({e})")))?;
     let docs: Vec<Doc<'_>> = parsed.iter().map(|d| (d.root(), d.object())).collect();

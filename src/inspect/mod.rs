@@ -351,21 +351,45 @@ pub(crate) fn inspect_scanned(
     contracts: &Contracts<'_>,
     scanner: Scanner,
 ) -> Verdict {
+    inspect_keeping(endpoint, exchange, contracts, scanner).0
+}
+
+/// [`inspect_scanned`], giving the finished scan back, so that a later
+/// reading of the same body (a chunk's, when it is stitched) does not
+/// scan it again.
+pub(crate) fn inspect_keeping(
+    endpoint: &Endpoint,
+    exchange: &Exchange<'_>,
+    contracts: &Contracts<'_>,
+    scanner: Scanner,
+) -> (Verdict, Scanner) {
     if exchange.method != Method::POST || !exchange.status.is_success() {
-        return Verdict::Unchecked;
+        return (Verdict::Unchecked, scanner);
     }
     // A 2xx answer to an inspected endpoint must be JSON whatever the
     // request said; the payload checks need the request, the figures do not.
-    let body = exchange.response_body;
-    let doc = match Document::scanned(body, scanner) {
+    let doc = match Document::scanned(exchange.response_body, scanner) {
         Ok(doc) => doc,
         Err(err) => {
-            return Verdict::Reject(Violation {
+            let violation = Violation {
                 invariant: "invalid_json",
                 message: format!("the response body is not valid JSON ({err})"),
-            })
+            };
+            return (Verdict::Reject(violation), Scanner::default());
         }
     };
+    let verdict = judge(endpoint, exchange, contracts, &doc);
+    (verdict, doc.into_scanner())
+}
+
+/// Judges a 2xx response whose body is the JSON document `doc`.
+fn judge(
+    endpoint: &Endpoint,
+    exchange: &Exchange<'_>,
+    contracts: &Contracts<'_>,
+    doc: &Document<'_>,
+) -> Verdict {
+    let body = exchange.response_body;
     let response = Response {
         root: doc.root(),
         object: doc.object(),

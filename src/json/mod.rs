@@ -43,6 +43,11 @@ impl<'t> Document<'t> {
         Ok(Self { text, tape })
     }
 
+    /// The finished scan, to read the same bytes again without a scan.
+    pub(crate) fn into_scanner(self) -> Scanner {
+        Scanner::finished(self.tape)
+    }
+
     /// The root value.
     pub(crate) fn root(&self) -> Json<'_> {
         self.view(0)

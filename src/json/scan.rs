@@ -47,7 +47,7 @@ pub(super) struct Summary {
 
 /// The structure of a document: its values in document order (a
 /// container before its members), and the summaries of number arrays.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Tape {
     pub(super) nodes: Vec<Node>,
     pub(super) summaries: Vec<Summary>,
@@ -75,7 +75,7 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 /// An open container while its members are read.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Frame {
     node: u32,
     array: bool,
@@ -129,7 +129,7 @@ enum Step {
 /// scan stops before any token the bytes so far might cut (a number that
 /// reaches their end may go on), and takes up from there. Only the tail is
 /// left to scan when the last byte comes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Scanner {
     i: usize,
     phase: Phase,
@@ -158,6 +158,15 @@ impl Scanner {
     pub(crate) fn feed(&mut self, received: &[u8]) {
         if !self.finished && u32::try_from(received.len()).is_ok_and(|n| n < u32::MAX) {
             let _ = self.run(received, false);
+        }
+    }
+
+    /// A scan already finished, with its tape.
+    pub(super) fn finished(tape: Tape) -> Self {
+        Self {
+            tape,
+            finished: true,
+            ..Self::default()
         }
     }
 

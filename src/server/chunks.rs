@@ -263,12 +263,13 @@ async fn fetch(
     request: http::Request<UpstreamBody>,
     body: Bytes,
 ) -> Result<Answer, Failure> {
-    let (parts, bytes) = match forward::fetch(&route.upstream, request, Reading::Document).await {
-        Err(err) => return Err(Failure::Proxy(err.into())),
-        Ok(Fetched::Whole(parts, bytes, _)) => (parts, bytes),
-        // Only a provider's error answer is relayed live.
-        Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
-    };
+    let (parts, bytes, scanner) =
+        match forward::fetch(&route.upstream, request, Reading::Document).await {
+            Err(err) => return Err(Failure::Proxy(err.into())),
+            Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
+            // Only a provider's error answer is relayed live.
+            Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
+        };
     if !parts.status.is_success() {
         return Err(Failure::Upstream(parts, bytes));
     }
@@ -284,7 +285,8 @@ async fn fetch(
         response_headers: &parts.headers,
         response_body: &bytes,
     };
-    match inspect::inspect(endpoint, &exchange, &contracts) {
+    let (verdict, scan) = inspect::inspect_keeping(endpoint, &exchange, &contracts, scanner);
+    match verdict {
         Verdict::Reject(violation) => Err(Failure::Rejected(violation, parts, bytes)),
         verdict => {
             let (malformed, uninspected) = match verdict {
@@ -296,6 +298,7 @@ async fn fetch(
                 part: Part {
                     headers: parts.headers,
                     body: bytes,
+                    scan,
                 },
                 malformed,
                 uninspected,
