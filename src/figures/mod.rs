@@ -156,12 +156,33 @@ enum Reading {
 
 /// One concrete figure of a body: a table entry, or one member under a
 /// wildcard entry.
-struct Entry<'a, 't> {
+struct Entry<'a, 't, 'o> {
     figure: &'t Figure,
-    /// The concrete pointer, for the `probity-normalized` list.
-    pointer: Cow<'static, str>,
+    /// Under a wildcard, the member's key when it reads exactly; the
+    /// concrete pointer is written only for a figure that is reported.
+    member: Option<&'o str>,
     /// The value, when present and not `null`.
     value: Option<Json<'a>>,
+}
+
+impl Entry<'_, '_, '_> {
+    /// The concrete pointer, for the `probity-normalized` list. A key
+    /// holding a lone surrogate escape has no exact pointer in UTF-8: it
+    /// is listed as the wildcard itself.
+    fn pointer(&self) -> Cow<'static, str> {
+        match self.member {
+            Some(key) => Cow::Owned(format!("{}/{}", self.figure.record(), escape_token(key))),
+            None => Cow::Borrowed(self.figure.pointer),
+        }
+    }
+
+    /// Whether the figure lies inside the record at `record`.
+    fn under(&self, record: &str) -> bool {
+        match self.member {
+            Some(_) => self.figure.record() == record || under(self.figure.record(), record),
+            None => under(self.figure.pointer, record),
+        }
+    }
 }
 
 /// A record as found in the body.
@@ -200,7 +221,20 @@ fn records<'a>(
     for figure in table {
         let pointer = figure.record();
         if !pointer.is_empty() && !records.iter().any(|(p, _)| *p == pointer) {
-            records.push((pointer, find_record(root, pointer, body)));
+            // From the deepest record already found above it, so that a
+            // nested record does not read its parents' members again.
+            let above = records
+                .iter()
+                .filter(|(p, _)| under(pointer, p))
+                .max_by_key(|(p, _)| p.len());
+            let record = match above {
+                Some((p, Record::Object(object, _))) => {
+                    find_record(object, pointer.get(p.len()..).unwrap_or_default(), body)
+                }
+                Some(_) => Record::Absent,
+                None => find_record(root, pointer, body),
+            };
+            records.push((pointer, record));
         }
     }
     records
@@ -208,11 +242,11 @@ fn records<'a>(
 
 /// The concrete figures of a body: a table entry, or for a wildcard
 /// (`/usage/prompt_tokens_details/*`) every member of its record.
-fn entries<'a, 't>(
-    root: &Object<'a>,
+fn entries<'a, 't, 'o>(
+    root: &'o Object<'a>,
     table: &'t [Figure],
-    records: &[(&'static str, Record<'a>)],
-) -> Vec<Entry<'a, 't>> {
+    records: &'o [(&'static str, Record<'a>)],
+) -> Vec<Entry<'a, 't, 'o>> {
     let mut entries = Vec::with_capacity(table.len());
     for figure in table.iter().filter(|f| f.domain != Domain::Required) {
         let record = figure.record();
@@ -228,7 +262,7 @@ fn entries<'a, 't>(
             let value = object.and_then(|o| o.present(figure.key()));
             entries.push(Entry {
                 figure,
-                pointer: Cow::Borrowed(figure.pointer),
+                member: None,
                 value,
             });
             continue;
@@ -236,15 +270,10 @@ fn entries<'a, 't>(
         // `keys` gives a duplicated key once: its last copy is the one read,
         // so it is the one judged (two entries for one span would splice it
         // twice).
-        // A key holding a lone surrogate escape has no exact pointer in
-        // UTF-8: it is listed as the wildcard itself.
         for (key, value, exact) in object.into_iter().flat_map(|o| o.members()) {
             entries.push(Entry {
                 figure,
-                pointer: match exact {
-                    true => Cow::Owned(format!("{record}/{}", escape_token(key))),
-                    false => Cow::Borrowed(figure.pointer),
-                },
+                member: exact.then_some(key),
                 value: Some(value).filter(|v| !v.is_null()),
             });
         }
@@ -271,7 +300,7 @@ fn under(pointer: &str, record: &str) -> bool {
 fn collapsed(
     table: &[Figure],
     records: &[(&'static str, Record<'_>)],
-    entries: &[Entry<'_, '_>],
+    entries: &[Entry<'_, '_, '_>],
     readings: &[Reading],
 ) -> Vec<(&'static str, Range<usize>)> {
     let mut collapsed = Vec::new();
@@ -285,7 +314,7 @@ fn collapsed(
         let mut lost = false;
         let mut kept = false;
         for (reading, entry) in readings.iter().zip(entries) {
-            if under(&entry.pointer, pointer) {
+            if entry.under(pointer) {
                 lost |= matches!(reading, Reading::Malformed(_));
                 kept |= matches!(reading, Reading::Sound(_));
             }
@@ -301,7 +330,7 @@ fn collapsed(
 /// each nulled unless an outer record is nulled whole.
 fn report(
     records: &[(&'static str, Record<'_>)],
-    entries: &[Entry<'_, '_>],
+    entries: &[Entry<'_, '_, '_>],
     readings: &[Reading],
     collapsed: &[(&'static str, Range<usize>)],
 ) -> Judgement {
@@ -311,13 +340,14 @@ fn report(
         match reading {
             Reading::Malformed(span) => {
                 // Inexact keys share the wildcard's pointer: listed once.
-                let listed = matches!(entry.pointer, Cow::Borrowed(p) if p.ends_with("/*"))
-                    && judgement.pointers.iter().any(|p| *p == entry.pointer);
+                let pointer = entry.pointer();
+                let listed = matches!(pointer, Cow::Borrowed(p) if p.ends_with("/*"))
+                    && judgement.pointers.iter().any(|p| *p == pointer);
                 if !listed {
-                    judgement.pointers.push(entry.pointer.to_string());
+                    judgement.pointers.push(pointer.to_string());
                 }
                 judgement.malformed.push(entry.figure.pointer);
-                if !nulled_whole(&entry.pointer) {
+                if !nulled_whole(&pointer) {
                     judgement.nulls.push(span.clone());
                 }
             }
@@ -348,7 +378,8 @@ fn report(
     judgement
 }
 
-/// Walks from the root object to the record at `pointer`.
+/// Walks from an object (the root, or a record found before) to the record
+/// at `pointer` below it.
 fn find_record<'a>(root: &Object<'a>, pointer: &str, body: &[u8]) -> Record<'a> {
     let mut value: Option<Json<'a>> = None;
     for segment in pointer.split('/').skip(1) {
