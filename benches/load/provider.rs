@@ -262,6 +262,9 @@ fn sse(
     Response::builder()
         .header("content-type", "text/event-stream; charset=utf-8")
         .header("cache-control", "no-cache")
+        // What SSE servers send so that an nginx in front passes each event
+        // at once instead of filling its buffer first.
+        .header("x-accel-buffering", "no")
         .body(body.boxed_unsync())
         .unwrap()
 }
