@@ -14,7 +14,7 @@
 //! credential.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use serde_json::{json, Value};
 
@@ -32,6 +32,9 @@ pub(crate) enum RequestError {
     Unreadable { cause: String },
     #[error("probity is at server.max_connections ({limit})")]
     Overloaded { limit: u64 },
+    /// A head the servers behind probity could frame differently.
+    #[error("the request head is ambiguous: {what}")]
+    Malformed { what: &'static str },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +79,9 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
             ProxyError::Request(RequestError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
-            ProxyError::Request(RequestError::Unreadable { .. }) => StatusCode::BAD_REQUEST,
+            ProxyError::Request(
+                RequestError::Unreadable { .. } | RequestError::Malformed { .. },
+            ) => StatusCode::BAD_REQUEST,
             ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
@@ -89,7 +94,9 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute(_) => "no_route",
             ProxyError::Request(RequestError::TooLarge { .. }) => "request_too_large",
-            ProxyError::Request(RequestError::Unreadable { .. }) => "bad_request",
+            ProxyError::Request(
+                RequestError::Unreadable { .. } | RequestError::Malformed { .. },
+            ) => "bad_request",
             ProxyError::Request(RequestError::Overloaded { .. }) => "overloaded",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
@@ -127,6 +134,10 @@ impl ProxyError {
             ProxyError::Request(err @ RequestError::Unreadable { .. }) => {
                 format!("{err}: resend the request")
             }
+            ProxyError::Request(err @ RequestError::Malformed { .. }) => format!(
+                "{err}: nothing was forwarded; fix the client (or the proxy in front of probity) \
+                 that sent it"
+            ),
             ProxyError::Request(err @ RequestError::Overloaded { .. }) => format!(
                 "{err}: retry after {RETRY_AFTER_SECONDS} s, or raise server.max_connections"
             ),
@@ -245,6 +256,11 @@ impl ProxyError {
         match self {
             ProxyError::Request(RequestError::Overloaded { .. }) => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+            }
+            // Whatever followed an ambiguous head on this connection is
+            // not to be read as another request.
+            ProxyError::Request(RequestError::Malformed { .. }) => {
+                headers.insert(CONNECTION, HeaderValue::from_static("close"));
             }
             // SDKs retry a 5xx by default: each retry of a corrupt answer is
             // billed again, so the route decides.

@@ -3,6 +3,9 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+/// hyper's smallest HTTP/1 read buffer, which bounds a request head.
+const MIN_HEADER_BYTES: u64 = 8192;
+
 use http::uri::{Authority, Scheme};
 use http::Uri;
 
@@ -77,6 +80,20 @@ impl Config {
             server.header_read_timeout_ms,
             &mut problems,
         );
+        positive(
+            "server.max_header_count",
+            server.max_header_count,
+            &mut problems,
+        );
+        if server.max_header_bytes < MIN_HEADER_BYTES {
+            problems.push(Problem::new(
+                "server.max_header_bytes",
+                format!(
+                    "is {}: must be at least {MIN_HEADER_BYTES} (the smallest read buffer the HTTP/1 server takes)",
+                    server.max_header_bytes
+                ),
+            ));
+        }
 
         if self.routes.is_empty() {
             problems.push(Problem::new(

@@ -34,6 +34,7 @@ use super::catch::{injected_panic, CatchPanic};
 use super::checked::{CheckedStream, StreamContext};
 use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
+use super::head;
 use super::request_id::request_id;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
@@ -93,7 +94,10 @@ async fn exchange(
     request: Request<Incoming>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    head::check(&parts)?;
+    let peer = parts.extensions.get::<head::Peer>().copied();
+    head::clean(&mut parts.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
     // request (or a stream) in flight.
     let routes = shared.routes.current();

@@ -12,6 +12,7 @@ mod checked;
 mod chunks;
 mod exchange;
 mod finish;
+mod head;
 mod memory;
 mod reload;
 mod request_id;
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     /// The route table in force (swapped whole on a reload).
     pub(crate) routes: Routes,
     pub(crate) max_request_bytes: u64,
+    /// `server.trusted_hops`: `X-Forwarded-For` entries kept from the client.
+    pub(crate) trusted_hops: usize,
     pub(crate) captures: Arc<CaptureStore>,
     /// How much of a checked stream's verbatim bytes to hold for its capture.
     pub(crate) capture_retain_limit: usize,
@@ -83,9 +86,14 @@ pub struct Probity {
     admin: TcpListener,
     metrics: PrometheusHandle,
     max_connections: u64,
+    max_header_count: usize,
+    max_header_bytes: usize,
     header_read_timeout: Duration,
     drain_timeout: Duration,
 }
+
+/// Concurrent HTTP/2 streams on one client connection.
+const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 
 impl Probity {
     /// Binds both listeners of a validated configuration; `source` reads
@@ -120,6 +128,7 @@ impl Probity {
             shared: Arc::new(Shared {
                 routes: Routes::new(routes),
                 max_request_bytes: server.max_request_bytes,
+                trusted_hops: usize::try_from(server.trusted_hops).unwrap_or(usize::MAX),
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
                 schemas: SchemaCache::new(256),
                 capture_retain_limit: if config.capture.enabled {
@@ -132,9 +141,33 @@ impl Probity {
             admin,
             metrics,
             max_connections: server.max_connections,
+            max_header_count: usize::try_from(server.max_header_count).unwrap_or(usize::MAX),
+            max_header_bytes: usize::try_from(server.max_header_bytes).unwrap_or(usize::MAX),
             header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
             drain_timeout: Duration::from_millis(server.drain_timeout_ms),
         })
+    }
+
+    /// How client connections are served: HTTP/1.1 and HTTP/2, with the
+    /// head limits and timeouts of `[server]`.
+    fn connection_builder(&self) -> auto::Builder<TokioExecutor> {
+        let mut http = auto::Builder::new(TokioExecutor::new());
+        http.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout)
+            // A head beyond these is answered 431 (the buffer bound holds
+            // across split reads: it is what hyper has read so far).
+            .max_headers(self.max_header_count)
+            .max_buf_size(self.max_header_bytes)
+            // The upstream's own Date passes through; hyper must not add one.
+            .auto_date_header(false);
+        http.http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
+            // One connection cannot hold unbounded streams: max_connections
+            // alone would not bound the requests in flight.
+            .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
+        http
     }
 
     /// Where the proxy listens (the bound port when configured as 0).
@@ -149,6 +182,7 @@ impl Probity {
 
     /// Serves until `shutdown` resolves, then drains and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
+        let http = self.connection_builder();
         let ready = Arc::new(AtomicBool::new(true));
         let captures = self.shared.captures.clone();
         let reload: admin::Reload = {
@@ -169,20 +203,12 @@ impl Probity {
             self.shared.clone(),
         ));
 
-        let mut http = auto::Builder::new(TokioExecutor::new());
-        http.http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.header_read_timeout)
-            // The upstream's own Date passes through; hyper must not add one.
-            .auto_date_header(false);
-        http.http2().timer(TokioTimer::new());
-
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(memory::Connections::default());
         tokio::spawn(memory::trim_after_bursts(connections.clone()));
         tokio::pin!(shutdown);
         loop {
-            let (stream, _peer) = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 () = &mut shutdown => break,
                 accepted = self.proxy.accept() => match accepted {
                     Ok(accepted) => accepted,
@@ -201,7 +227,10 @@ impl Probity {
             }
             let slot = ConnectionSlot::take(&connections);
             let shared = self.shared.clone();
-            let service = service_fn(move |request| exchange::handle(shared.clone(), request));
+            let service = service_fn(move |mut request: Request<Incoming>| {
+                request.extensions_mut().insert(head::Peer(peer));
+                exchange::handle(shared.clone(), request)
+            });
             let http = http.clone();
             let watcher = graceful.watcher();
             tokio::spawn(async move {

@@ -1,0 +1,147 @@
+//! A sidecar on every request path must refuse what the servers behind it
+//! could read differently, and pass on nothing a client could forge:
+//! request heads over raw sockets, against a fake upstream that records
+//! what reaches it.
+
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
+mod support;
+
+use support::*;
+
+async fn setup(server: &str) -> (Upstream, Probity) {
+    let upstream = Upstream::json(b"{}").await;
+    let probity = Probity::start(&config(
+        server,
+        &route("ollama", "/ollama", &upstream.url(), "ollama", ""),
+    ));
+    (upstream, probity)
+}
+
+/// Each head is answered 400 in probity's error shape, the connection is
+/// closed (`raw` reads to the end: a kept connection would time out), and
+/// nothing reaches the upstream.
+#[tokio::test]
+async fn ambiguous_heads_get_400_and_nothing_is_forwarded() {
+    let (upstream, probity) = setup("").await;
+    let post = "POST /ollama/api/embed HTTP/1.1\r\n";
+    let cases = [
+        ("two Transfer-Encoding lines", format!("{post}Host: p\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")),
+        ("Transfer-Encoding: ,chunked", format!("{post}Host: p\r\nTransfer-Encoding: ,chunked\r\n\r\n0\r\n\r\n")),
+        ("Transfer-Encoding: identity, chunked", format!("{post}Host: p\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n")),
+        ("no Host", format!("{post}Content-Length: 2\r\n\r\n{{}}")),
+        ("two different Hosts", format!("{post}Host: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n{{}}")),
+        ("Transfer-Encoding on HTTP/1.0", "POST /ollama/api/embed HTTP/1.0\r\nHost: p\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into()),
+        ("chunked not last", format!("{post}Host: p\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n")),
+        ("a space before the colon", format!("{post}Host: p\r\nContent-Length : 2\r\n\r\n{{}}")),
+        ("a control character in a value", format!("{post}Host: p\r\nx-a: b\x01c\r\nContent-Length: 2\r\n\r\n{{}}")),
+        ("two different Content-Lengths", format!("{post}Host: p\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{{}}")),
+    ];
+    for (name, head) in cases {
+        let reply = raw(probity.addr, head.as_bytes()).await;
+        assert!(reply.starts_with("HTTP/1.1 400"), "{name}: {reply}");
+    }
+    // Those probity refuses itself carry its error body and say why.
+    let no_host = "POST /ollama/api/embed HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+    let reply = raw(probity.addr, no_host.as_bytes()).await;
+    assert!(
+        reply.contains("bad_request") && reply.contains("Host"),
+        "{reply}"
+    );
+    assert!(upstream.requests().is_empty(), "{:?}", upstream.requests());
+}
+
+/// A body after a refused head is never read as a second request.
+#[tokio::test]
+async fn what_follows_a_refused_head_is_not_a_request() {
+    let (upstream, probity) = setup("").await;
+    let smuggled = "GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\n\r\n";
+    let head = format!(
+        "POST /ollama/api/embed HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{smuggled}"
+    );
+    let reply = raw(probity.addr, head.as_bytes()).await;
+    assert_eq!(reply.matches("HTTP/1.1").count(), 1, "{reply}");
+    assert!(upstream.requests().is_empty());
+}
+
+#[tokio::test]
+async fn heads_over_the_limits_get_431() {
+    let (upstream, probity) = setup("max_header_bytes = 16384\nmax_header_count = 20").await;
+    let get = |extra: String| {
+        format!("GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\n{extra}Connection: close\r\n\r\n")
+    };
+    let big = |n: usize| format!("x-big: {}\r\n", "a".repeat(n));
+    let many = |n: usize| (0..n).map(|i| format!("x-h{i}: 1\r\n")).collect::<String>();
+    assert!(raw(probity.addr, get(big(8_000)).as_bytes())
+        .await
+        .starts_with("HTTP/1.1 200"));
+    assert!(raw(probity.addr, get(big(20_000)).as_bytes())
+        .await
+        .starts_with("HTTP/1.1 431"));
+    assert!(raw(probity.addr, get(many(15)).as_bytes())
+        .await
+        .starts_with("HTTP/1.1 200"));
+    assert!(raw(probity.addr, get(many(25)).as_bytes())
+        .await
+        .starts_with("HTTP/1.1 431"));
+    // Across split reads: the head arrives a few bytes at a time.
+    let head = get(big(20_000));
+    let reply = within("split head", async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(probity.addr).await.unwrap();
+        for piece in head.as_bytes().chunks(4096) {
+            if stream.write_all(piece).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    assert_eq!(upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn forged_and_own_headers_never_reach_the_upstream() {
+    let (upstream, probity) = setup("").await;
+    let head = "GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\nx_real_ip: 6.6.6.6\r\ntransfer_encoding: chunked\r\nprobity-capture: forged\r\nprobity-normalized: /usage\r\nX-Forwarded-For: 6.6.6.6\r\nx-real-ip: 1.2.3.4\r\nConnection: close\r\n\r\n";
+    assert!(raw(probity.addr, head.as_bytes())
+        .await
+        .starts_with("HTTP/1.1 200"));
+    let seen = upstream.only_request();
+    for name in [
+        "x_real_ip",
+        "transfer_encoding",
+        "probity-capture",
+        "probity-normalized",
+    ] {
+        assert!(seen.header(name).is_none(), "{name} reached the upstream");
+    }
+    assert_eq!(seen.header("x-real-ip"), Some("1.2.3.4"));
+    // No trusted hop: the client's chain is dropped, the peer stated.
+    assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_in_front_keeps_its_entry() {
+    let (upstream, probity) = setup("trusted_hops = 1").await;
+    let head = "GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\nX-Forwarded-For: 6.6.6.6, 10.1.2.3\r\nConnection: close\r\n\r\n";
+    assert!(raw(probity.addr, head.as_bytes())
+        .await
+        .starts_with("HTTP/1.1 200"));
+    assert_eq!(
+        upstream.only_request().header("x-forwarded-for"),
+        Some("10.1.2.3, 127.0.0.1")
+    );
+}
