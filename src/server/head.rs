@@ -67,6 +67,15 @@ pub(super) fn clean(headers: &mut HeaderMap, peer: Option<Peer>, trusted_hops: u
             headers.remove(name);
         }
     }
+    if !headers.contains_key(X_FORWARDED_FOR) {
+        // The usual case: the client is the first hop.
+        if let Some(value) =
+            peer.and_then(|Peer(addr)| HeaderValue::try_from(addr.ip().to_string()).ok())
+        {
+            headers.insert(X_FORWARDED_FOR, value);
+        }
+        return;
+    }
     let sent: Vec<String> = headers
         .get_all(X_FORWARDED_FOR)
         .iter()
