@@ -32,6 +32,8 @@ pub(crate) enum RequestError {
     Unreadable { cause: String },
     #[error("probity is at server.max_connections ({limit})")]
     Overloaded { limit: u64 },
+    #[error("the request body did not arrive within server.body_read_timeout_ms ({after_ms} ms)")]
+    BodyTimeout { after_ms: u64 },
     /// A head the servers behind probity could frame differently.
     #[error("the request head is ambiguous: {what}")]
     Malformed { what: &'static str },
@@ -83,6 +85,7 @@ impl ProxyError {
                 RequestError::Unreadable { .. } | RequestError::Malformed { .. },
             ) => StatusCode::BAD_REQUEST,
             ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::Request(RequestError::BodyTimeout { .. }) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -98,6 +101,7 @@ impl ProxyError {
                 RequestError::Unreadable { .. } | RequestError::Malformed { .. },
             ) => "bad_request",
             ProxyError::Request(RequestError::Overloaded { .. }) => "overloaded",
+            ProxyError::Request(RequestError::BodyTimeout { .. }) => "request_timeout",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
             ProxyError::Forward(ForwardError::Reset { .. }) => "upstream_reset",
@@ -134,6 +138,10 @@ impl ProxyError {
             ProxyError::Request(err @ RequestError::Unreadable { .. }) => {
                 format!("{err}: resend the request")
             }
+            ProxyError::Request(err @ RequestError::BodyTimeout { .. }) => format!(
+                "{err}: nothing was forwarded; send the body at once, or raise \
+                 server.body_read_timeout_ms"
+            ),
             ProxyError::Request(err @ RequestError::Malformed { .. }) => format!(
                 "{err}: nothing was forwarded; fix the client (or the proxy in front of probity) \
                  that sent it"
@@ -257,9 +265,14 @@ impl ProxyError {
             ProxyError::Request(RequestError::Overloaded { .. }) => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
             }
-            // Whatever followed an ambiguous head on this connection is
-            // not to be read as another request.
-            ProxyError::Request(RequestError::Malformed { .. }) => {
+            // Whatever followed the head on this connection (an ambiguous
+            // head's rest, a body left unread) is not to be read as another
+            // request.
+            ProxyError::Request(
+                RequestError::Malformed { .. }
+                | RequestError::TooLarge { .. }
+                | RequestError::BodyTimeout { .. },
+            ) => {
                 headers.insert(CONNECTION, HeaderValue::from_static("close"));
             }
             // SDKs retry a 5xx by default: each retry of a corrupt answer is

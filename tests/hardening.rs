@@ -67,7 +67,9 @@ async fn what_follows_a_refused_head_is_not_a_request() {
     let head = format!(
         "POST /ollama/api/embed HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{smuggled}"
     );
+    let started = std::time::Instant::now();
     let reply = raw(probity.addr, head.as_bytes()).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
     assert_eq!(reply.matches("HTTP/1.1").count(), 1, "{reply}");
     assert!(upstream.requests().is_empty());
 }
@@ -144,4 +146,37 @@ async fn a_trusted_proxy_in_front_keeps_its_entry() {
         upstream.only_request().header("x-forwarded-for"),
         Some("10.1.2.3, 127.0.0.1")
     );
+}
+
+/// A head, then a body that never finishes: answered 408 when
+/// `body_read_timeout_ms` runs out, nothing forwarded, connection closed.
+#[tokio::test]
+async fn a_trickled_body_is_cut_off() {
+    let (upstream, probity) = setup("body_read_timeout_ms = 300").await;
+    let started = std::time::Instant::now();
+    let head = "POST /ollama/api/embed HTTP/1.1\r\nHost: p\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":";
+    let reply = raw(probity.addr, head.as_bytes()).await;
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("request_timeout") && reply.contains("body_read_timeout_ms"));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    assert!(upstream.requests().is_empty());
+}
+
+/// A body refused for its declared size is never read as a request.
+#[tokio::test]
+async fn an_unread_body_is_not_a_second_request() {
+    let (upstream, probity) = setup("max_request_bytes = 64").await;
+    let smuggled = "GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\n\r\n";
+    let body = format!("{smuggled}{}", " ".repeat(100));
+    let head = format!(
+        "POST /ollama/api/embed HTTP/1.1\r\nHost: p\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let started = std::time::Instant::now();
+    let reply = raw(probity.addr, head.as_bytes()).await;
+    // Closed at once, not left open for whatever comes next.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert_eq!(reply.matches("HTTP/1.1").count(), 1, "{reply}");
+    assert!(upstream.requests().is_empty());
 }

@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub max_connections: u64,
     /// How long a client may take to send its request head.
     pub header_read_timeout_ms: u64,
+    /// How long a client may take to send an inspected request's body.
+    pub body_read_timeout_ms: u64,
     /// The most header lines a request head may have; more get 431.
     pub max_header_count: u64,
     /// The largest request head, in bytes (at least 8192); larger get 431.
@@ -61,6 +63,7 @@ impl Default for ServerConfig {
             max_request_bytes: 16 * 1024 * 1024,
             max_connections: 4096,
             header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
             max_header_count: 100,
             max_header_bytes: 32 * 1024,
             drain_timeout_ms: 30_000,

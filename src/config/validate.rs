@@ -9,7 +9,7 @@ const MIN_HEADER_BYTES: u64 = 8192;
 use http::uri::{Authority, Scheme};
 use http::Uri;
 
-use super::{Config, ContractConfig, Problem, RouteConfig};
+use super::{Config, ContractConfig, Problem, RouteConfig, ServerConfig};
 
 /// An upstream URL taken apart: what forwarding needs to build each request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,13 +50,11 @@ impl UpstreamUrl {
     }
 }
 
-impl Config {
-    /// Every semantic problem of an already parsed file, with its key path.
-    pub fn validate(&self, dialects: &[&str]) -> Vec<Problem> {
-        let mut problems = Vec::new();
-        let server = &self.server;
-        let listen = socket_addr("server.listen", &server.listen, &mut problems);
-        let admin = socket_addr("server.admin_listen", &server.admin_listen, &mut problems);
+impl ServerConfig {
+    /// The problems of `[server]`.
+    fn validate(&self, problems: &mut Vec<Problem>) {
+        let listen = socket_addr("server.listen", &self.listen, problems);
+        let admin = socket_addr("server.admin_listen", &self.admin_listen, problems);
         if let (Some(listen), Some(admin)) = (listen, admin) {
             if listen == admin && listen.port() != 0 {
                 problems.push(Problem::new(
@@ -65,35 +63,32 @@ impl Config {
                 ));
             }
         }
-        positive(
-            "server.max_request_bytes",
-            server.max_request_bytes,
-            &mut problems,
-        );
-        positive(
-            "server.max_connections",
-            server.max_connections,
-            &mut problems,
-        );
-        positive(
-            "server.header_read_timeout_ms",
-            server.header_read_timeout_ms,
-            &mut problems,
-        );
-        positive(
-            "server.max_header_count",
-            server.max_header_count,
-            &mut problems,
-        );
-        if server.max_header_bytes < MIN_HEADER_BYTES {
+        for (key, value) in [
+            ("server.max_request_bytes", self.max_request_bytes),
+            ("server.max_connections", self.max_connections),
+            ("server.header_read_timeout_ms", self.header_read_timeout_ms),
+            ("server.body_read_timeout_ms", self.body_read_timeout_ms),
+            ("server.max_header_count", self.max_header_count),
+        ] {
+            positive(key, value, problems);
+        }
+        if self.max_header_bytes < MIN_HEADER_BYTES {
             problems.push(Problem::new(
                 "server.max_header_bytes",
                 format!(
                     "is {}: must be at least {MIN_HEADER_BYTES} (the smallest read buffer the HTTP/1 server takes)",
-                    server.max_header_bytes
+                    self.max_header_bytes
                 ),
             ));
         }
+    }
+}
+
+impl Config {
+    /// Every semantic problem of an already parsed file, with its key path.
+    pub fn validate(&self, dialects: &[&str]) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        self.server.validate(&mut problems);
 
         if self.routes.is_empty() {
             problems.push(Problem::new(

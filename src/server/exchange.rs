@@ -115,7 +115,7 @@ async fn exchange(
     let Some(endpoint) = endpoint else {
         return passthrough(route, &parts, matched.rest, body, record).await;
     };
-    let body = read_body(body, &parts.headers, shared.max_request_bytes).await?;
+    let body = read_body(body, &parts.headers, shared).await?;
     let call = Call {
         shared,
         route,
@@ -391,12 +391,23 @@ fn error_response(err: &ProxyError, record: &RequestRecord) -> Response<Payload>
 /// Reads the client's body, refusing it (before reading, when the length is
 /// declared) once it exceeds `limit`. Held whole because model requests are
 /// small JSON documents that inspection needs (`n`, the inputs, the schema).
-async fn read_body(body: Incoming, headers: &HeaderMap, limit: u64) -> Result<Bytes, RequestError> {
+async fn read_body(
+    body: Incoming,
+    headers: &HeaderMap,
+    shared: &Shared,
+) -> Result<Bytes, RequestError> {
+    let limit = shared.max_request_bytes;
     if forward::content_length(headers).is_some_and(|len| len > limit) {
         return Err(RequestError::TooLarge { limit });
     }
     let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
-    match limited.collect().await {
+    // A head then a trickled body must not hold a connection forever.
+    let collected = tokio::time::timeout(shared.body_read_timeout, limited.collect())
+        .await
+        .map_err(|_| RequestError::BodyTimeout {
+            after_ms: u64::try_from(shared.body_read_timeout.as_millis()).unwrap_or(u64::MAX),
+        })?;
+    match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(err) if err.is::<LengthLimitError>() => Err(RequestError::TooLarge { limit }),
         Err(err) => Err(RequestError::Unreadable {

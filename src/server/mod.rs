@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     /// The route table in force (swapped whole on a reload).
     pub(crate) routes: Routes,
     pub(crate) max_request_bytes: u64,
+    /// `server.body_read_timeout_ms`: the longest an inspected body may take.
+    pub(crate) body_read_timeout: Duration,
     /// `server.trusted_hops`: `X-Forwarded-For` entries kept from the client.
     pub(crate) trusted_hops: usize,
     pub(crate) captures: Arc<CaptureStore>,
@@ -128,6 +130,7 @@ impl Probity {
             shared: Arc::new(Shared {
                 routes: Routes::new(routes),
                 max_request_bytes: server.max_request_bytes,
+                body_read_timeout: Duration::from_millis(server.body_read_timeout_ms),
                 trusted_hops: usize::try_from(server.trusted_hops).unwrap_or(usize::MAX),
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
                 schemas: SchemaCache::new(256),
