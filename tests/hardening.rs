@@ -180,3 +180,67 @@ async fn an_unread_body_is_not_a_second_request() {
     assert_eq!(reply.matches("HTTP/1.1").count(), 1, "{reply}");
     assert!(upstream.requests().is_empty());
 }
+
+/// Starts the binary under `prlimit --nofile=SOFT:HARD` and returns its
+/// log lines up to the one that says it listens.
+fn start_lines_with_nofile(limits: &str, server: &str) -> Vec<serde_json::Value> {
+    use std::io::BufRead;
+    let config_path = temp_path(".toml");
+    std::fs::write(
+        &config_path,
+        config(
+            server,
+            &route("ollama", "/ollama", "http://127.0.0.1:9", "ollama", ""),
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new("prlimit")
+        .arg(format!("--nofile={limits}"))
+        .arg(env!("CARGO_BIN_EXE_probity"))
+        .arg("--config")
+        .arg(&config_path)
+        .env("PROBITY_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let done = line["message"] == "probity listening";
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(config_path);
+    lines
+}
+
+#[test]
+fn the_open_file_limit_is_raised_and_a_shortfall_is_said() {
+    // prlimit is util-linux's, an essential package on Debian.
+    let said = |lines: &[serde_json::Value], message: &str| {
+        lines
+            .iter()
+            .find(|l| l["message"].as_str().unwrap_or("").contains(message))
+            .cloned()
+    };
+    // The default 4,096 connections need 8,448 descriptors: too many for 400.
+    let lines = start_lines_with_nofile("200:400", "");
+    let raised = said(&lines, "raised the open-file limit").expect("raised");
+    assert_eq!(
+        (raised["from"].as_u64(), raised["to"].as_u64()),
+        (Some(200), Some(400))
+    );
+    let warning = said(&lines, "cannot fit in the open-file limit").expect("warned");
+    assert_eq!(warning["level"], "WARN");
+    assert_eq!(warning["needed"].as_u64(), Some(8448));
+    // 1,000 connections fit in 4,000.
+    let lines = start_lines_with_nofile("200:4000", "max_connections = 1000");
+    assert!(said(&lines, "raised the open-file limit").is_some());
+    assert!(said(&lines, "cannot fit").is_none(), "{lines:?}");
+}

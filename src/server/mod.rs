@@ -10,6 +10,7 @@ mod body;
 mod catch;
 mod checked;
 mod chunks;
+mod descriptors;
 mod exchange;
 mod finish;
 mod head;
@@ -107,6 +108,7 @@ impl Probity {
         source: Source,
     ) -> Result<Self, StartError> {
         let server = &config.server;
+        descriptors::raise_for(server.max_connections);
         let bind = |key: &'static str, addr: &str| {
             let addr = addr.to_string();
             async move {
