@@ -201,6 +201,13 @@ impl Probity {
     }
 
     /// Peak resident memory of the process so far (`VmHWM`), in bytes.
+    /// The open file descriptors of the process.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|dir| dir.count())
+            .unwrap_or(0)
+    }
+
     pub fn peak_rss(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
