@@ -34,6 +34,9 @@ pub(crate) enum RequestError {
     Overloaded { limit: u64 },
     #[error("the request body did not arrive within server.body_read_timeout_ms ({after_ms} ms)")]
     BodyTimeout { after_ms: u64 },
+    /// A protocol upgrade (WebSocket): probity checks HTTP exchanges only.
+    #[error("probity does not proxy protocol upgrades (Upgrade: {protocol})")]
+    Upgrade { protocol: String },
     /// A head the servers behind probity could frame differently.
     #[error("the request head is ambiguous: {what}")]
     Malformed { what: &'static str },
@@ -86,6 +89,7 @@ impl ProxyError {
             ) => StatusCode::BAD_REQUEST,
             ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Request(RequestError::BodyTimeout { .. }) => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::Request(RequestError::Upgrade { .. }) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -102,6 +106,7 @@ impl ProxyError {
             ) => "bad_request",
             ProxyError::Request(RequestError::Overloaded { .. }) => "overloaded",
             ProxyError::Request(RequestError::BodyTimeout { .. }) => "request_timeout",
+            ProxyError::Request(RequestError::Upgrade { .. }) => "upgrade_not_supported",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
             ProxyError::Forward(ForwardError::Reset { .. }) => "upstream_reset",
@@ -141,6 +146,10 @@ impl ProxyError {
             ProxyError::Request(err @ RequestError::BodyTimeout { .. }) => format!(
                 "{err}: nothing was forwarded; send the body at once, or raise \
                  server.body_read_timeout_ms"
+            ),
+            ProxyError::Request(err @ RequestError::Upgrade { .. }) => format!(
+                "{err}: nothing was forwarded; connect to the provider's WebSocket endpoint \
+                 directly, or use its HTTP API through probity"
             ),
             ProxyError::Request(err @ RequestError::Malformed { .. }) => format!(
                 "{err}: nothing was forwarded; fix the client (or the proxy in front of probity) \
@@ -271,7 +280,8 @@ impl ProxyError {
             ProxyError::Request(
                 RequestError::Malformed { .. }
                 | RequestError::TooLarge { .. }
-                | RequestError::BodyTimeout { .. },
+                | RequestError::BodyTimeout { .. }
+                | RequestError::Upgrade { .. },
             ) => {
                 headers.insert(CONNECTION, HeaderValue::from_static("close"));
             }

@@ -244,3 +244,44 @@ fn the_open_file_limit_is_raised_and_a_shortfall_is_said() {
     assert!(said(&lines, "raised the open-file limit").is_some());
     assert!(said(&lines, "cannot fit").is_none(), "{lines:?}");
 }
+
+#[tokio::test]
+async fn upgrades_are_refused_but_h2c_is_ignored() {
+    let (upstream, probity) = setup("").await;
+    let websocket = "GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    let reply = raw(probity.addr, websocket.as_bytes()).await;
+    assert!(reply.starts_with("HTTP/1.1 501"), "{reply}");
+    assert!(reply.contains("upgrade_not_supported"), "{reply}");
+    assert!(upstream.requests().is_empty());
+    // What `curl --http2` sends over cleartext: answered in HTTP/1.1.
+    let h2c = "GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nConnection: close\r\n\r\n";
+    let reply = raw(probity.addr, h2c.as_bytes()).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let seen = upstream.only_request();
+    assert!(seen.header("upgrade").is_none() && seen.header("http2-settings").is_none());
+}
+
+/// An idle keep-alive connection is closed once `header_read_timeout_ms`
+/// passes without a new request head.
+#[tokio::test]
+async fn an_idle_kept_alive_connection_is_closed() {
+    let (_upstream, probity) = setup("header_read_timeout_ms = 300").await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(probity.addr).await.unwrap();
+    stream
+        .write_all(b"GET /ollama/api/tags HTTP/1.1\r\nHost: p\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = stream.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let idle = std::time::Instant::now();
+    let closed = within("idle close", async { stream.read(&mut buf).await.unwrap() }).await;
+    assert_eq!(closed, 0, "closed, nothing more sent");
+    let waited = idle.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(250)
+            && waited < std::time::Duration::from_secs(3),
+        "{waited:?}"
+    );
+}

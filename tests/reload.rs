@@ -109,7 +109,13 @@ async fn an_invalid_configuration_is_refused_and_the_old_one_serves_on() {
         }
     })
     .await;
-    assert!(probity.log_text().contains("server.max_connections"));
+    // The log line is read from stdout by another thread: wait for it too.
+    within("the refusal is logged", async {
+        while !probity.log_text().contains("server.max_connections") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     until_served_by(&probity, &first).await;
 
     // POST /reload says what it did.

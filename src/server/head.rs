@@ -7,11 +7,12 @@
 //! could read differently (RFC 9112 §6.1, §3.2) is refused here with a 400,
 //! before anything is sent upstream: more than one `Transfer-Encoding`
 //! line, one that is not exactly `chunked`, and a request without exactly
-//! one `Host`. The connection is then closed.
+//! one `Host`. A protocol upgrade (WebSocket) is refused too. The
+//! connection is then closed.
 
 use std::net::SocketAddr;
 
-use http::header::{HeaderName, HeaderValue, HOST, TRANSFER_ENCODING};
+use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING, UPGRADE};
 use http::{request, HeaderMap, Version};
 
 use crate::error::RequestError;
@@ -31,6 +32,24 @@ pub(super) fn check(parts: &request::Parts) -> Result<(), RequestError> {
         return Err(RequestError::Malformed {
             what: "an HTTP/1.1 request needs exactly one Host header",
         });
+    }
+    // An upgrade to anything but h2c is refused: its bytes after the switch
+    // would pass unchecked. `Upgrade: h2c` (what `curl --http2` sends over
+    // cleartext) may be ignored, RFC 9113 §3.1: the answer stays HTTP/1.1.
+    // (An `Upgrade` that `Connection` does not name asks for nothing: it is
+    // dropped as hop-by-hop.)
+    let asks_upgrade = parts
+        .headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    if let Some(upgrade) = parts.headers.get(UPGRADE).filter(|_| asks_upgrade) {
+        let protocol = String::from_utf8_lossy(upgrade.as_bytes()).into_owned();
+        if !protocol.trim().eq_ignore_ascii_case("h2c") {
+            return Err(RequestError::Upgrade { protocol });
+        }
     }
     let mut encodings = parts.headers.get_all(TRANSFER_ENCODING).iter();
     if let Some(first) = encodings.next() {
