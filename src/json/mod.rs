@@ -179,14 +179,9 @@ impl<'a> Json<'a> {
         // Numbers have no tape entry: they fill the gaps between entries.
         let base = nodes.get(self.node as usize)?.start as usize;
         let bytes = self.text.as_bytes();
-        let space = |at: &mut usize| {
-            while matches!(bytes.get(*at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-                *at += 1;
-            }
-        };
         let mut at = 1;
         loop {
-            space(&mut at);
+            at = scan::skip_space(bytes, at);
             match bytes.get(at) {
                 None | Some(b']') => return Some(items),
                 _ => {}
@@ -199,12 +194,7 @@ impl<'a> Json<'a> {
                 }
                 _ => {
                     let start = at;
-                    while matches!(
-                        bytes.get(at),
-                        Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                    ) {
-                        at += 1;
-                    }
+                    at = scan::number(bytes, at).ok()?.0;
                     let text = self.text.get(start..at)?;
                     items.push(Json {
                         doc: self.doc,
@@ -213,7 +203,7 @@ impl<'a> Json<'a> {
                     });
                 }
             }
-            space(&mut at);
+            at = scan::skip_space(bytes, at);
             if bytes.get(at) == Some(&b',') {
                 at += 1;
             }
@@ -502,28 +492,18 @@ pub(crate) fn scan_numbers(value: Json<'_>, elements: Elements) -> Result<usize,
 
 /// Walks a vector that failed its summary, to find its first bad element.
 fn first_fault(bytes: &[u8], elements: Elements) -> Result<usize, NumberFault> {
-    let mut at = 1;
+    let mut at = scan::skip_space(bytes, 1);
     let mut count = 0;
-    let skip_space = |at: &mut usize| {
-        while matches!(bytes.get(*at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-            *at += 1;
-        }
-    };
-    skip_space(&mut at);
     if bytes.get(at) == Some(&b']') {
         return Ok(0);
     }
     loop {
-        skip_space(&mut at);
+        at = scan::skip_space(bytes, at);
         let start = at;
-        if !matches!(bytes.get(at), Some(b'-' | b'0'..=b'9')) {
-            return Err(NumberFault::NotNumber(count));
-        }
-        while matches!(
-            bytes.get(at),
-            Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-        ) {
-            at += 1;
+        // The text is valid JSON: what starts like a number is one.
+        match scan::number(bytes, at) {
+            Ok((end, _)) => at = end,
+            Err(_) => return Err(NumberFault::NotNumber(count)),
         }
         let token = bytes.get(start..at).unwrap_or_default();
         match elements {
@@ -544,7 +524,7 @@ fn first_fault(bytes: &[u8], elements: Elements) -> Result<usize, NumberFault> {
             }
         }
         count += 1;
-        skip_space(&mut at);
+        at = scan::skip_space(bytes, at);
         match bytes.get(at) {
             Some(b',') => at += 1,
             _ => return Ok(count),

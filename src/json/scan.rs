@@ -340,15 +340,12 @@ impl Cursor<'_> {
         }
         let start = self.i;
         let aux = self.string()?;
-        let end = self.i;
-        self.skip_space();
-        if self.peek() != Some(b':') {
-            return Err(self.error("expected `:`"));
+        let colon = skip_space(self.b, self.i);
+        if self.b.get(colon) != Some(&b':') {
+            return Err(ParseError::new("expected `:`", colon));
         }
-        self.i = end;
         self.leaf(start, aux);
-        self.skip_space();
-        self.i += 1;
+        self.i = colon + 1;
         self.phase = Phase::Value;
         Ok(())
     }
@@ -505,7 +502,7 @@ impl Cursor<'_> {
 
 /// How a number was written.
 #[derive(Debug, Clone, Copy)]
-struct Shape {
+pub(super) struct Shape {
     integer_digits: usize,
     fraction: bool,
     exponent: bool,
@@ -534,7 +531,7 @@ impl Summary {
 /// One number's grammar at `at`: `-? (0 | [1-9][0-9]*) (. [0-9]+)?
 /// ([eE] [+-]? [0-9]+)?`. Returns where it ends and how it was written.
 #[inline(always)]
-fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> {
+pub(super) fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> {
     // Branch-free: a vector's signs are as good as random.
     let mut i = at + usize::from(b.get(at) == Some(&b'-'));
     let int_start = i;
@@ -574,7 +571,7 @@ fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> 
 /// The index of the first byte at or after `at` that is not JSON
 /// whitespace. Indentation comes eight spaces at a time.
 #[inline(always)]
-fn skip_space(b: &[u8], mut at: usize) -> usize {
+pub(super) fn skip_space(b: &[u8], mut at: usize) -> usize {
     loop {
         match b.get(at) {
             Some(b' ') if b.get(at..at + 8) == Some(b"        ") => at += 8,

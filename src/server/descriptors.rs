@@ -15,7 +15,7 @@ pub(super) fn raise_for(max_connections: u64) {
     let Some((soft, hard)) = limits() else {
         return;
     };
-    let raised = if soft < hard && set_soft(hard) {
+    let raised = if soft < hard && set(hard, hard) {
         tracing::info!(from = soft, to = hard, "raised the open-file limit");
         hard
     } else {
@@ -47,10 +47,7 @@ fn limits() -> Option<(u64, u64)> {
 }
 
 #[cfg(unix)]
-fn set_soft(soft: u64) -> bool {
-    let Some((_, hard)) = limits() else {
-        return false;
-    };
+fn set(soft: u64, hard: u64) -> bool {
     let limit = libc::rlimit {
         rlim_cur: soft,
         rlim_max: hard,
@@ -66,6 +63,6 @@ fn limits() -> Option<(u64, u64)> {
 }
 
 #[cfg(not(unix))]
-fn set_soft(_: u64) -> bool {
+fn set(_: u64, _: u64) -> bool {
     false
 }
