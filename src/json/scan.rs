@@ -340,10 +340,13 @@ impl Cursor<'_> {
         }
         let start = self.i;
         let aux = self.string()?;
-        let colon = skip_space(self.b, self.i);
-        if self.b.get(colon) != Some(&b':') {
-            return Err(ParseError::new("expected `:`", colon));
+        let end = self.i;
+        self.skip_space();
+        if self.peek() != Some(b':') {
+            return Err(self.error("expected `:`"));
         }
+        let colon = self.i;
+        self.i = end;
         self.leaf(start, aux);
         self.i = colon + 1;
         self.phase = Phase::Value;
