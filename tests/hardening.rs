@@ -285,3 +285,87 @@ async fn an_idle_kept_alive_connection_is_closed() {
         "{waited:?}"
     );
 }
+
+/// Label values come from bounded sets only: after thousands of requests
+/// with random paths, methods, hosts and model names, and upstream answers
+/// of every kind, `/metrics` holds no more series than after one of each.
+#[tokio::test]
+async fn random_requests_add_no_metric_series() {
+    let upstream = Upstream::start(|request| {
+        // The answer's kind follows the request's model.
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let model = body["model"].as_str().unwrap_or("").to_string();
+        let usage = match model.as_bytes().get(6).copied().unwrap_or(b'0') {
+            b'0' => r#"{"prompt_tokens": 1, "total_tokens": 1}"#.to_string(),
+            b'1' => format!(r#"{{"prompt_tokens": "{model}", "total_tokens": 1}}"#),
+            _ => r#"{"prompt_tokens": -1, "total_tokens": 1}"#.to_string(),
+        };
+        Reply::json(
+            200,
+            format!(r#"{{"object": "list", "data": [{{"object": "embedding", "index": 0, "embedding": [0.5]}}], "model": "{model}", "usage": {usage}}}"#),
+        )
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
+    let series = || async {
+        get(&probity.admin_url("/metrics"))
+            .await
+            .text()
+            .lines()
+            .filter(|l| l.starts_with("probity_") && !l.contains("_bucket{"))
+            .filter_map(|l| l.rsplit_once(' ').map(|(series, _)| series.to_string()))
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut random = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut send_batch = |n: usize| {
+        (0..n)
+            .map(|_| {
+                let r = random();
+                // `model-<kind>-<random>`: the kind picks the upstream's answer.
+                let model = format!("model-{}-{:x}", (r >> 24) % 3, r % 1_000_000);
+                let path = match r % 4 {
+                    0 => "/openai/v1/embeddings".to_string(),
+                    1 => format!("/openai/v1/{:x}", r),
+                    2 => format!("/x{:x}/y", r),
+                    _ => "/openai/v1/embeddings".to_string(),
+                };
+                let method = ["POST", "GET", "PUT", "DELETE", "PATCH"][(r >> 8) as usize % 5];
+                let request = http::Request::builder()
+                    .method(method)
+                    .uri(probity.url(&path))
+                    .header("host", format!("h{:x}.example", r >> 16))
+                    .header("content-type", "application/json")
+                    .body(http_body_util::Full::new(bytes::Bytes::from(format!(
+                        r#"{{"model": "{model}", "input": "a"}}"#
+                    ))))
+                    .unwrap();
+                send(request)
+            })
+            .collect::<Vec<_>>()
+    };
+    // One of each kind first, then many more.
+    for request in send_batch(200) {
+        request.await;
+    }
+    let before = series().await;
+    for _ in 0..20 {
+        for request in send_batch(100) {
+            request.await;
+        }
+    }
+    let after = series().await;
+    let new: Vec<&String> = after.difference(&before).collect();
+    assert!(
+        new.is_empty(),
+        "new series after 2,000 more requests: {new:?}"
+    );
+}
