@@ -293,6 +293,9 @@ fn run(cli: &Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // Before anyone is told where probity listens: a signal from then on
+        // is a graceful stop, never the default kill.
+        let shutdown = shutdown_signal();
         if let (Ok(proxy), Ok(admin)) = (probity.proxy_addr(), probity.admin_addr()) {
             tracing::info!(
                 proxy = %proxy,
@@ -302,7 +305,7 @@ fn run(cli: &Cli) -> ExitCode {
                 "probity listening"
             );
         }
-        probity.serve(shutdown_signal()).await;
+        probity.serve(shutdown).await;
         tracing::info!("stopped");
         ExitCode::SUCCESS
     })
@@ -334,29 +337,39 @@ fn reread(cli: &Cli) -> probity::server::Source {
     })
 }
 
-/// Resolves on the first SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// Listens for SIGTERM and SIGINT from the call on (the handlers are
+/// installed here, not at the first poll); resolves on the first.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
+        (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
                 tokio::select! {
-                    _ = interrupt => {},
+                    _ = interrupt.recv() => {},
                     _ = terminate.recv() => {},
                 }
             }
-            Err(_) => {
-                let _ = interrupt.await;
+            (Ok(mut only), Err(_)) | (Err(_), Ok(mut only)) => {
+                only.recv().await;
+            }
+            (Err(_), Err(_)) => {
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutdown signal received");
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-    tracing::info!("shutdown signal received");
 }
 
 /// Logs go to stdout: text by default, JSON with `PROBITY_LOG_FORMAT=json`;

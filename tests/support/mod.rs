@@ -271,6 +271,10 @@ impl Probity {
         within("probity exit", async {
             loop {
                 if let Some(status) = self.child.try_wait().unwrap() {
+                    if status.code().is_none() {
+                        use std::os::unix::process::ExitStatusExt;
+                        eprintln!("probity was ended by signal {:?}", status.signal());
+                    }
                     return status.code();
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
