@@ -14,7 +14,9 @@
 //! credential.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{
+    HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use http::{Response, StatusCode};
 use serde_json::{json, Value};
 
@@ -37,6 +39,12 @@ pub(crate) enum RequestError {
     /// A protocol upgrade (WebSocket): probity checks HTTP exchanges only.
     #[error("probity does not proxy protocol upgrades (Upgrade: {protocol})")]
     Upgrade { protocol: String },
+    /// `[[clients]]` are configured and none of their tokens was presented.
+    #[error("no client token was presented in {header}")]
+    Unauthenticated {
+        header: &'static str,
+        prefix: &'static str,
+    },
     /// A head the servers behind probity could frame differently.
     #[error("the request head is ambiguous: {what}")]
     Malformed { what: &'static str },
@@ -79,6 +87,40 @@ pub(crate) struct Answering<'a> {
     pub(crate) mid_stream: bool,
 }
 
+impl RequestError {
+    /// What was wrong with the request, then what to do about it.
+    fn advice(&self) -> String {
+        match self {
+            err @ RequestError::TooLarge { .. } => {
+                format!("{err}: send a smaller body, or raise server.max_request_bytes")
+            }
+            err @ RequestError::Unreadable { .. } => {
+                format!("{err}: resend the request")
+            }
+            err @ RequestError::BodyTimeout { .. } => format!(
+                "{err}: nothing was forwarded; send the body at once, or raise \
+                 server.body_read_timeout_ms"
+            ),
+            err @ RequestError::Upgrade { .. } => format!(
+                "{err}: nothing was forwarded; connect to the provider's WebSocket endpoint \
+                 directly, or use its HTTP API through probity"
+            ),
+            err @ RequestError::Malformed { .. } => format!(
+                "{err}: nothing was forwarded; fix the client (or the proxy in front of probity) \
+                 that sent it"
+            ),
+            err @ RequestError::Overloaded { .. } => format!(
+                "{err}: retry after {RETRY_AFTER_SECONDS} s, or raise server.max_connections"
+            ),
+            err @ RequestError::Unauthenticated { header, prefix } => format!(
+                "{err}: nothing was forwarded; send the token probity holds for this app (its \
+                 [[clients]] token_env) as `{header}: {prefix}<token>`, where the provider's \
+                 API key would go"
+            ),
+        }
+    }
+}
+
 impl ProxyError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
@@ -90,6 +132,7 @@ impl ProxyError {
             ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Request(RequestError::BodyTimeout { .. }) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Request(RequestError::Upgrade { .. }) => StatusCode::NOT_IMPLEMENTED,
+            ProxyError::Request(RequestError::Unauthenticated { .. }) => StatusCode::UNAUTHORIZED,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -107,6 +150,7 @@ impl ProxyError {
             ProxyError::Request(RequestError::Overloaded { .. }) => "overloaded",
             ProxyError::Request(RequestError::BodyTimeout { .. }) => "request_timeout",
             ProxyError::Request(RequestError::Upgrade { .. }) => "upgrade_not_supported",
+            ProxyError::Request(RequestError::Unauthenticated { .. }) => "unauthenticated",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
             ProxyError::Forward(ForwardError::Reset { .. }) => "upstream_reset",
@@ -130,6 +174,11 @@ impl ProxyError {
     pub(crate) fn message(&self, at: &Answering<'_>) -> String {
         let route = at.route.unwrap_or("-");
         match self {
+            ProxyError::NoRoute(NoRoute { path, prefixes }) if prefixes.is_empty() => format!(
+                "no route matches the path {}: check the client's base URL (the configured \
+                 prefixes are listed to a client that presents its token)",
+                truncate(path, 200),
+            ),
             ProxyError::NoRoute(NoRoute { path, prefixes }) => format!(
                 "no route matches the path {}; the configured prefixes are {}: put one of them \
                  at the start of the client's base URL path, e.g. http://<probity>{}",
@@ -137,27 +186,7 @@ impl ProxyError {
                 prefixes.join(", "),
                 prefixes.first().map_or("/ollama", String::as_str),
             ),
-            ProxyError::Request(err @ RequestError::TooLarge { .. }) => {
-                format!("{err}: send a smaller body, or raise server.max_request_bytes")
-            }
-            ProxyError::Request(err @ RequestError::Unreadable { .. }) => {
-                format!("{err}: resend the request")
-            }
-            ProxyError::Request(err @ RequestError::BodyTimeout { .. }) => format!(
-                "{err}: nothing was forwarded; send the body at once, or raise \
-                 server.body_read_timeout_ms"
-            ),
-            ProxyError::Request(err @ RequestError::Upgrade { .. }) => format!(
-                "{err}: nothing was forwarded; connect to the provider's WebSocket endpoint \
-                 directly, or use its HTTP API through probity"
-            ),
-            ProxyError::Request(err @ RequestError::Malformed { .. }) => format!(
-                "{err}: nothing was forwarded; fix the client (or the proxy in front of probity) \
-                 that sent it"
-            ),
-            ProxyError::Request(err @ RequestError::Overloaded { .. }) => format!(
-                "{err}: retry after {RETRY_AFTER_SECONDS} s, or raise server.max_connections"
-            ),
+            ProxyError::Request(err) => err.advice(),
             ProxyError::Forward(ForwardError::Unreachable {
                 upstream,
                 cause,
@@ -279,11 +308,20 @@ impl ProxyError {
             // request.
             ProxyError::Request(
                 RequestError::Malformed { .. }
+                | RequestError::Unreadable { .. }
                 | RequestError::TooLarge { .. }
                 | RequestError::BodyTimeout { .. }
                 | RequestError::Upgrade { .. },
             ) => {
                 headers.insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            // The body of a refused request is never read: not another request.
+            ProxyError::Request(RequestError::Unauthenticated { .. }) => {
+                headers.insert(CONNECTION, HeaderValue::from_static("close"));
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"probity\""),
+                );
             }
             // SDKs retry a 5xx by default: each retry of a corrupt answer is
             // billed again, so the route decides.
@@ -301,6 +339,7 @@ impl ProxyError {
 fn google_status(status: StatusCode) -> &'static str {
     match status.as_u16() {
         400 | 413 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
         404 => "NOT_FOUND",
         500 => "INTERNAL",
         503 => "UNAVAILABLE",

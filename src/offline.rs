@@ -176,6 +176,7 @@ fn streamed(
     let judge = inspect::stream_judge(endpoint, request, contracts).ok()?;
     let context = StreamContext {
         route: route.name.clone(),
+        client: None,
         request_id: HeaderValue::from_static("offline"),
         endpoint: String::new(),
         status: StatusCode::OK,

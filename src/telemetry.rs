@@ -11,10 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, Method, StatusCode};
-use metrics::{counter, describe_counter, describe_histogram, histogram, Counter, Histogram, Unit};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
+    Histogram, Unit,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::time::Instant;
 
+use crate::config::UNKNOWN_CLIENT;
 use crate::forward::ForwardError;
 
 pub(crate) const REQUESTS_TOTAL: &str = "probity_requests_total";
@@ -29,6 +33,7 @@ pub(crate) const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_
 pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
 pub(crate) const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
 pub(crate) const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
+pub(crate) const RUNTIME_ALIVE_TASKS: &str = "probity_runtime_alive_tasks";
 pub(crate) const CHUNKS_TOTAL: &str = "probity_chunks_total";
 pub(crate) const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
 pub(crate) const CONFIG_RELOADS_TOTAL: &str = "probity_config_reloads_total";
@@ -107,6 +112,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         CONFIG_RELOADS_TOTAL,
         "Configuration reloads (SIGHUP or POST /reload), by result: applied or rejected."
     );
+    describe_gauge!(
+        RUNTIME_ALIVE_TASKS,
+        "Tasks alive in probity's runtime when /metrics was read: back to its idle level once requests end, else something leaks."
+    );
     describe_counter!(
         INTERNAL_ERRORS_TOTAL,
         "Faults in probity itself (a panic caught while serving a request), by route."
@@ -122,6 +131,9 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
 pub(crate) struct RequestRecord {
     pub(crate) request_id: HeaderValue,
     pub(crate) route: Option<Arc<str>>,
+    /// The `[[clients]]` name the request was admitted as; `None` when
+    /// no client is configured or none was admitted (`unknown`).
+    pub(crate) client: Option<Arc<str>>,
     pub(crate) method: Method,
     /// The path only: a query string may carry a credential (`?key=`).
     pub(crate) path: String,
@@ -175,10 +187,9 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
     let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL);
     let elapsed = record.started.elapsed();
     let status = record.status.as_u16();
+    let client = record.client.as_deref().unwrap_or(UNKNOWN_CLIENT);
     with_series(route, |series| {
-        series
-            .counter(REQUESTS_TOTAL, route, ("status", Value::Status(status)))
-            .increment(1);
+        series.count_request(route, client, status);
         series
             .histogram(REQUEST_DURATION_SECONDS, route)
             .record(elapsed.as_secs_f64());
@@ -186,6 +197,7 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
     tracing::info!(
         request_id = record.request_id.to_str().unwrap_or("-"),
         route = %route,
+        client,
         method = %record.method,
         path = %record.path,
         status,
@@ -200,34 +212,38 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
 
 // ------------------------------------------------------- per-route series
 
-/// The second label of a per-route series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Value {
-    Status(u16),
-    Name(&'static str),
-}
-
 /// One route's series on the request path, by metric and second label.
 #[derive(Default)]
 struct RouteSeries {
-    counters: HashMap<(&'static str, Value), Counter>,
+    counters: HashMap<(&'static str, &'static str), Counter>,
     histograms: HashMap<&'static str, Histogram>,
+    /// `probity_requests_total`, by status and client.
+    requests: HashMap<u16, Vec<(Box<str>, Counter)>>,
 }
 
 impl RouteSeries {
+    /// Counts one request; clients are few, so a list per status serves.
+    fn count_request(&mut self, route: &str, client: &str, status: u16) {
+        let by_client = self.requests.entry(status).or_default();
+        if let Some((_, counter)) = by_client.iter().find(|(name, _)| &**name == client) {
+            counter.increment(1);
+            return;
+        }
+        let counter = counter!(REQUESTS_TOTAL, "route" => route.to_string(),
+            "client" => client.to_string(), "status" => status.to_string());
+        counter.increment(1);
+        by_client.push((client.into(), counter));
+    }
+
     fn counter(
         &mut self,
         metric: &'static str,
         route: &str,
-        label: (&'static str, Value),
+        label: (&'static str, &'static str),
     ) -> &Counter {
-        self.counters.entry((metric, label.1)).or_insert_with(|| {
-            let value = match label.1 {
-                Value::Status(status) => status.to_string(),
-                Value::Name(name) => name.to_string(),
-            };
-            counter!(metric, "route" => route.to_string(), label.0 => value)
-        })
+        self.counters
+            .entry((metric, label.1))
+            .or_insert_with(|| counter!(metric, "route" => route.to_string(), label.0 => label.1))
     }
 
     fn histogram(&mut self, metric: &'static str, route: &str) -> &Histogram {
@@ -325,10 +341,31 @@ pub(crate) fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
     with_series(route, |series| {
         for (kind, count) in tokens {
             series
-                .counter(TOKENS_TOTAL, route, ("kind", Value::Name(kind)))
+                .counter(TOKENS_TOTAL, route, ("kind", kind))
                 .increment(*count);
         }
     });
+}
+
+/// A request presented no configured client token: its request line says
+/// 401; this says what was looked for (never what was sent).
+pub(crate) fn refused(route: &str, request_id: &HeaderValue, refused: &crate::route::Refused) {
+    tracing::debug!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        header = refused.header,
+        credential_sent = refused.presented,
+        "no client token admitted the request"
+    );
+}
+
+/// Samples the runtime for `/metrics`: its alive tasks (every connection,
+/// request and pooled upstream connection is one).
+pub(crate) fn runtime_sampled() {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let alive = runtime.metrics().num_alive_tasks();
+        gauge!(RUNTIME_ALIVE_TASKS).set(alive as f64);
+    }
 }
 
 /// A response passed unchecked because its request could not be read.
@@ -359,14 +396,22 @@ pub(crate) fn output_judged(task: &str, valid: bool) {
 }
 
 /// A model's answer broke its output contract: one count per reason.
-pub(crate) fn output_invalid(task: &str, request_id: &HeaderValue, reasons: &[&'static str]) {
+pub(crate) fn output_invalid(
+    task: &str,
+    client: Option<&str>,
+    request_id: &HeaderValue,
+    reasons: &[&'static str],
+) {
+    let client = client.unwrap_or(UNKNOWN_CLIENT);
     for reason in reasons {
-        counter!(MODEL_INVALID_OUTPUT_TOTAL, "task" => task.to_string(), "reason" => *reason)
-            .increment(1);
+        counter!(MODEL_INVALID_OUTPUT_TOTAL, "task" => task.to_string(), "reason" => *reason,
+            "client" => client.to_string())
+        .increment(1);
     }
     tracing::info!(
         request_id = request_id.to_str().unwrap_or("-"),
         task,
+        client,
         reasons = %reasons.join(","),
         "model output invalid"
     );

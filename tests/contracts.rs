@@ -118,7 +118,7 @@ async fn the_small_model_answer_is_annotated_counted_and_captured() {
     let metrics = get(&probity.admin_url("/metrics")).await.text();
     for reason in ["field_name_echo", "too_short", "citation_missing"] {
         let sample = format!(
-            r#"probity_model_invalid_output_total{{task="grounded_answer",reason="{reason}"}}"#
+            r#"probity_model_invalid_output_total{{task="grounded_answer",reason="{reason}",client="unknown"}}"#
         );
         assert_eq!(metric_value(&metrics, &sample), Some(1.0), "{reason}");
     }
@@ -237,8 +237,7 @@ async fn openai_json_schema_answers_are_checked_strictly() {
         );
     }
     let metrics = get(&probity.admin_url("/metrics")).await.text();
-    let sample =
-        r#"probity_model_invalid_output_total{task="chat_completions",reason="invalid_json"}"#;
+    let sample = r#"probity_model_invalid_output_total{task="chat_completions",reason="invalid_json",client="unknown"}"#;
     assert_eq!(metric_value(&metrics, sample), Some(3.0));
     // Without response_format and without a route contract: no verdict.
     let plain =
@@ -325,8 +324,7 @@ async fn a_streamed_answer_gets_its_verdict_before_the_stream_ends() {
         "degrade does not apply to streams: {text}"
     );
     let metrics = get(&probity.admin_url("/metrics")).await.text();
-    let sample =
-        r#"probity_model_invalid_output_total{task="grounded_answer",reason="citation_missing"}"#;
+    let sample = r#"probity_model_invalid_output_total{task="grounded_answer",reason="citation_missing",client="unknown"}"#;
     assert_eq!(metric_value(&metrics, sample), Some(1.0));
 }
 
@@ -435,7 +433,7 @@ async fn gemini_json_mode_answers_are_checked() {
     .await;
     assert_eq!(got.status, 200);
     assert!(!got.text().contains(": probity"), "{}", got.text());
-    let sample = r#"probity_model_invalid_output_total{task="gemini_generate_content",reason="enum_violation"}"#;
+    let sample = r#"probity_model_invalid_output_total{task="gemini_generate_content",reason="enum_violation",client="unknown"}"#;
     let mut counted = None;
     for _ in 0..50 {
         let metrics = get(&probity.admin_url("/metrics")).await.text();

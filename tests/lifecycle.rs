@@ -182,12 +182,15 @@ async fn admin_endpoints_answer_on_their_own_port() {
     assert_eq!(
         metric_value(
             &text,
-            "probity_requests_total{route=\"ollama\",status=\"200\"}"
+            "probity_requests_total{route=\"ollama\",client=\"unknown\",status=\"200\"}"
         ),
         Some(1.0)
     );
     assert_eq!(
-        metric_value(&text, "probity_requests_total{route=\"-\",status=\"404\"}"),
+        metric_value(
+            &text,
+            "probity_requests_total{route=\"-\",client=\"unknown\",status=\"404\"}"
+        ),
         Some(1.0)
     );
     assert!(

@@ -27,6 +27,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::capture::{rfc3339, Capture, CaptureStore, Outcome};
+use crate::telemetry;
 
 /// Reloads the configuration: the routes now in force, or its problems.
 pub(crate) type Reload = Arc<dyn Fn() -> Result<usize, String> + Send + Sync>;
@@ -103,6 +104,7 @@ fn answer(
     }
     match path {
         "/metrics" => {
+            telemetry::runtime_sampled();
             let mut response = text(StatusCode::OK, metrics.render());
             response
                 .headers_mut()

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::{CaptureConfig, Config, RouteConfig, ServerConfig};
+use super::{CaptureConfig, ClientConfig, Config, RouteConfig, ServerConfig};
 
 /// One thing wrong with a configuration, at a key path such as `routes[2].upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl fmt::Display for Problems {
 }
 
 /// The top-level tables a file may hold.
-const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture"];
+const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture", "clients"];
 
 /// Reads and loads a file; an unreadable file is one problem at the path `file`.
 pub fn load_file(path: &Path, dialects: &[&str]) -> Result<Config, Problems> {
@@ -83,21 +83,8 @@ pub fn load(text: &str, dialects: &[&str]) -> Result<Config, Problems> {
         match key.as_str() {
             "server" => config.server = section::<ServerConfig>(value, "server", &mut problems),
             "capture" => config.capture = section::<CaptureConfig>(value, "capture", &mut problems),
-            "routes" => match value {
-                toml::Value::Array(items) => {
-                    config.routes = items
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, item)| {
-                            section::<RouteConfig>(item, &format!("routes[{i}]"), &mut problems)
-                        })
-                        .collect();
-                }
-                _ => problems.push(Problem::new(
-                    "routes",
-                    "must be an array of tables: write each route as a [[routes]] table",
-                )),
-            },
+            "routes" => config.routes = tables::<RouteConfig>(value, "routes", &mut problems),
+            "clients" => config.clients = tables::<ClientConfig>(value, "clients", &mut problems),
             _ => problems.push(Problem::new(
                 key,
                 format!("unknown key; known keys: {}", TOP_LEVEL_KEYS.join(", ")),
@@ -116,6 +103,28 @@ pub fn load(text: &str, dialects: &[&str]) -> Result<Config, Problems> {
         Ok(config)
     } else {
         Err(Problems(problems))
+    }
+}
+
+/// Deserializes an array of tables (`[[routes]]`), each at `key[i]`.
+fn tables<T: DeserializeOwned + Default>(
+    value: toml::Value,
+    key: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<T> {
+    match value {
+        toml::Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| section::<T>(item, &format!("{key}[{i}]"), problems))
+            .collect(),
+        _ => {
+            problems.push(Problem::new(
+                key,
+                format!("must be an array of tables: write each as a [[{key}]] table"),
+            ));
+            Vec::new()
+        }
     }
 }
 

@@ -9,7 +9,7 @@ mod load;
 mod validate;
 
 pub use load::{load, load_file, Problem, Problems};
-pub use validate::UpstreamUrl;
+pub use validate::{UpstreamUrl, UNKNOWN_CLIENT};
 
 use serde::Deserialize;
 
@@ -26,6 +26,20 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// `[capture]`.
     pub capture: CaptureConfig,
+    /// `[[clients]]`: when any is configured, only requests presenting one
+    /// of their tokens are proxied.
+    pub clients: Vec<ClientConfig>,
+}
+
+/// One `[[clients]]` table: an app allowed in, and where its token is.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// The `client` label on metrics and logs.
+    pub name: String,
+    /// The environment variable holding the client's token (never the
+    /// token itself: a configuration file is read by more people).
+    pub token_env: String,
 }
 
 /// `[server]`: the listeners and limits that apply to every request.

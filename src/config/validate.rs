@@ -121,7 +121,51 @@ impl Config {
                 }
             }
         }
+        validate_clients(&self.clients, &mut problems);
         problems
+    }
+}
+
+/// The label `client` takes when no client is configured or none was
+/// admitted; no client may be called so.
+pub const UNKNOWN_CLIENT: &str = "unknown";
+
+fn validate_clients(clients: &[super::ClientConfig], problems: &mut Vec<Problem>) {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut vars: HashMap<&str, usize> = HashMap::new();
+    for (i, client) in clients.iter().enumerate() {
+        let path = format!("clients[{i}]");
+        if let Err(why) = check_name(&client.name) {
+            problems.push(Problem::new(format!("{path}.name"), why));
+        } else if client.name == UNKNOWN_CLIENT {
+            problems.push(Problem::new(
+                format!("{path}.name"),
+                "\"unknown\" is the label of requests no client was admitted for: choose another",
+            ));
+        } else if let Some(first) = names.insert(&client.name, i) {
+            problems.push(Problem::new(
+                format!("{path}.name"),
+                format!(
+                    "\"{}\" is already the name of clients[{first}]",
+                    client.name
+                ),
+            ));
+        }
+        if client.token_env.is_empty() {
+            problems.push(Problem::new(
+                format!("{path}.token_env"),
+                "missing (required): the environment variable holding this client's token, \
+                 e.g. \"PROBITY_TOKEN_SEARCH_UI\"",
+            ));
+        } else if let Some(first) = vars.insert(&client.token_env, i) {
+            problems.push(Problem::new(
+                format!("{path}.token_env"),
+                format!(
+                    "{} is already the token of clients[{first}]: each client needs its own",
+                    client.token_env
+                ),
+            ));
+        }
     }
 }
 
@@ -255,7 +299,7 @@ impl ContractConfig {
 /// A route name is a metric label: short, plain, and present.
 fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
-        return Err("missing (required): the route label on metrics and logs");
+        return Err("missing (required): it is a label on metrics and logs");
     }
     let plain = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -349,6 +393,50 @@ mod tests {
         for bad in ["a", "/a/", "/a//b", "/a/../b", "/a?x", "/a b"] {
             assert!(check_prefix(bad).is_err(), "{bad} must be refused");
         }
+    }
+
+    #[test]
+    fn clients_need_a_label_name_and_their_own_token_variable() {
+        let problems = load(
+            r#"
+            [[routes]]
+            name = "a"
+            prefix = "/a"
+            upstream = "http://127.0.0.1:1"
+            dialect = "openai"
+
+            [[clients]]
+            name = "unknown"
+            token_env = "T1"
+            [[clients]]
+            name = "ui"
+            token_env = "T1"
+            [[clients]]
+            name = "ui"
+            [[clients]]
+            name = "has space"
+            token_env = "T4"
+            [[clients]]
+            token = "inline"
+            "#,
+            &["openai"],
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "clients[4].token",
+                "clients[0].name",
+                "clients[1].token_env",
+                "clients[2].name",
+                "clients[2].token_env",
+                "clients[3].name",
+                "clients[4].name",
+                "clients[4].token_env",
+            ],
+            "{problems}"
+        );
     }
 
     #[test]

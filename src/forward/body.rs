@@ -4,6 +4,7 @@
 //! inspect: an upload of any size passes with back-pressure, never held).
 
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -16,7 +17,20 @@ pub(crate) enum UpstreamBody {
     /// Read whole before forwarding.
     Whole(Full<Bytes>),
     /// The client's body, relayed frame by frame.
-    Streaming(Incoming),
+    Streaming(Incoming, ClientFault),
+}
+
+/// Why the client's streamed body broke, if it did: hyper then reports a
+/// failed upstream request, and only this tells that the fault was the
+/// client's (a broken chunked framing, a client gone mid-upload), so it is
+/// neither answered nor counted as the upstream's.
+#[derive(Clone, Default)]
+pub(crate) struct ClientFault(Arc<OnceLock<String>>);
+
+impl ClientFault {
+    pub(crate) fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
 }
 
 impl From<Bytes> for UpstreamBody {
@@ -37,21 +51,27 @@ impl Body for UpstreamBody {
             UpstreamBody::Whole(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            UpstreamBody::Streaming(incoming) => Pin::new(incoming).poll_frame(cx),
+            UpstreamBody::Streaming(incoming, fault) => {
+                let polled = Pin::new(incoming).poll_frame(cx);
+                if let Poll::Ready(Some(Err(err))) = &polled {
+                    let _ = fault.0.set(err.to_string());
+                }
+                polled
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             UpstreamBody::Whole(full) => full.is_end_stream(),
-            UpstreamBody::Streaming(incoming) => incoming.is_end_stream(),
+            UpstreamBody::Streaming(incoming, _) => incoming.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             UpstreamBody::Whole(full) => full.size_hint(),
-            UpstreamBody::Streaming(incoming) => incoming.size_hint(),
+            UpstreamBody::Streaming(incoming, _) => incoming.size_hint(),
         }
     }
 }

@@ -30,7 +30,7 @@ use tokio::time::{timeout_at, Instant};
 use crate::config::UpstreamUrl;
 use crate::json::Scanner;
 
-pub(crate) use body::UpstreamBody;
+pub(crate) use body::{ClientFault, UpstreamBody};
 pub use headers::remove_hop_by_hop;
 pub(crate) use headers::X_REQUEST_ID;
 pub(crate) use relay::Relay;
@@ -173,7 +173,7 @@ impl Upstream {
 pub(crate) struct Credential {
     header: (HeaderName, HeaderValue),
     defaults: &'static [(&'static str, &'static str)],
-    replaces: Vec<HeaderName>,
+    replaces: &'static [HeaderName],
 }
 
 impl Credential {
@@ -181,7 +181,7 @@ impl Credential {
         name: HeaderName,
         value: &str,
         defaults: &'static [(&'static str, &'static str)],
-        replaces: Vec<HeaderName>,
+        replaces: &'static [HeaderName],
     ) -> Result<Self, InvalidHeaderValue> {
         let mut value = HeaderValue::try_from(value)?;
         // Keeps the value out of hyper's debug output and HPACK tables.
@@ -195,7 +195,7 @@ impl Credential {
 
     /// Replaces whatever credential the client sent with the configured one.
     fn apply(&self, headers: &mut HeaderMap) {
-        for name in &self.replaces {
+        for name in self.replaces {
             headers.remove(name);
         }
         headers.insert(self.header.0.clone(), self.header.1.clone());

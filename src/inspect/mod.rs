@@ -136,18 +136,30 @@ pub(crate) const BEARER: CredentialSpec = CredentialSpec {
 
 /// Every header any dialect takes a credential in: a client's own key is
 /// removed from all of them when the route injects its configured one.
-pub(crate) fn credential_headers() -> Vec<HeaderName> {
-    let mut names: Vec<HeaderName> = Vec::new();
-    for dialect in DIALECTS {
-        let spec = dialect.credential();
-        for header in std::iter::once(&spec.header).chain(spec.also) {
-            let header = HeaderName::from_static(header);
-            if !names.contains(&header) {
-                names.push(header);
+pub(crate) fn credential_headers() -> &'static [HeaderName] {
+    static NAMES: std::sync::LazyLock<Vec<HeaderName>> = std::sync::LazyLock::new(|| {
+        let mut names: Vec<HeaderName> = Vec::new();
+        for dialect in DIALECTS {
+            let spec = dialect.credential();
+            for header in std::iter::once(&spec.header).chain(spec.also) {
+                let header = HeaderName::from_static(header);
+                if !names.contains(&header) {
+                    names.push(header);
+                }
             }
         }
-    }
-    names
+        names
+    });
+    &NAMES
+}
+
+/// Where any dialect takes a credential: where a client token may be
+/// when no route says which.
+pub(crate) fn credential_specs() -> Vec<&'static CredentialSpec> {
+    DIALECTS
+        .iter()
+        .map(|dialect| dialect.credential())
+        .collect()
 }
 
 /// One checked endpoint of a dialect: its payload check and its figures.

@@ -5,8 +5,12 @@
 //! absolute-form target, a `Host` header) can change where it goes, so probity
 //! is never an open proxy.
 
+mod clients;
+
 use std::sync::Arc;
 use std::time::Duration;
+
+pub(crate) use clients::{Clients, Refused};
 
 use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
 use crate::forward::{Credential, Limits, Upstream};
@@ -47,6 +51,8 @@ pub struct NoRoute {
 /// All routes, longest prefix first so the first match is the most specific.
 pub struct RouteTable {
     routes: Vec<Arc<Route>>,
+    /// `[[clients]]`: who may use these routes.
+    pub(crate) clients: Clients,
 }
 
 impl RouteTable {
@@ -63,11 +69,15 @@ impl RouteTable {
                 Err((key, why)) => problems.push(Problem::new(format!("routes[{i}].{key}"), why)),
             }
         }
+        let clients = Clients::build(&config.clients, &env).unwrap_or_else(|found| {
+            problems.extend(found);
+            Clients::default()
+        });
         if !problems.is_empty() {
             return Err(Problems(problems));
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        Ok(Self { routes })
+        Ok(Self { routes, clients })
     }
 
     fn build_one(

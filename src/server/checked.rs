@@ -38,6 +38,7 @@ use crate::telemetry;
 /// Where a checked stream belongs, for its metrics, errors and capture.
 pub(crate) struct StreamContext {
     pub(crate) route: Arc<str>,
+    pub(crate) client: Option<Arc<str>>,
     pub(crate) request_id: HeaderValue,
     pub(crate) endpoint: String,
     pub(crate) status: StatusCode,
@@ -303,6 +304,7 @@ impl CheckedStream {
         }
         let scope = Scope {
             route: &self.context.route,
+            client: self.context.client.as_deref(),
             request_id: &self.context.request_id,
             endpoint: &self.context.endpoint,
             captures: &self.context.captures,

@@ -161,7 +161,7 @@ fn failed(
                 body_bytes: body.len(),
                 body,
             };
-            record.captured = finish(&call.scope(&record.request_id), &findings, verbatim);
+            record.captured = finish(&call.scope(record), &findings, verbatim);
             Err(violation.into())
         }
         Failure::Upstream(parts, body) => {
@@ -202,7 +202,6 @@ fn stitched(
         body_bytes: body.len(),
         body,
     };
-    let scope = call.scope(&record.request_id);
     let stitched = match batch::stitch(&parts, spec, endpoint.figures, endpoint.header_figures) {
         Ok(stitched) => stitched,
         Err(violation) => {
@@ -210,7 +209,7 @@ fn stitched(
                 rejected: Some(violation.invariant),
                 ..Findings::default()
             };
-            record.captured = finish(&scope, &findings, verbatim);
+            record.captured = finish(&call.scope(record), &findings, verbatim);
             return Err(violation.into());
         }
     };
@@ -228,7 +227,7 @@ fn stitched(
         ..Findings::default()
     };
     record.upstream_status = Some(status);
-    record.captured = finish(&scope, &findings, verbatim);
+    record.captured = finish(&call.scope(record), &findings, verbatim);
 
     let mut upstream = Response::new(());
     *upstream.status_mut() = status;

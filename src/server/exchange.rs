@@ -40,7 +40,7 @@ use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
 use crate::forward::{
-    self, remove_hop_by_hop, Fetched, Reading, Relay, UpstreamBody, X_REQUEST_ID,
+    self, remove_hop_by_hop, ClientFault, Fetched, Reading, Relay, UpstreamBody, X_REQUEST_ID,
 };
 use crate::inspect::{self, Asked, Contracts, Endpoint, Envelope, Exchange, Verdict};
 use crate::json::Scanner;
@@ -65,6 +65,7 @@ pub(super) async fn handle(
     let mut record = RequestRecord {
         request_id: request_id(request.headers()),
         route: None,
+        client: None,
         method: request.method().clone(),
         path: request.uri().path().to_string(),
         status: http::StatusCode::OK,
@@ -101,11 +102,31 @@ async fn exchange(
     // The table in force when the request came: a reload never changes a
     // request (or a stream) in flight.
     let routes = shared.routes.current();
-    let matched = routes.find(parts.uri.path())?;
+    let clients = &routes.clients;
+    let matched = match routes.find(parts.uri.path()) {
+        Ok(matched) => matched,
+        Err(mut no_route) => {
+            // Only an admitted client learns which prefixes exist.
+            let specs = inspect::credential_specs();
+            if clients.admit(&mut parts.headers, &specs).is_err() {
+                no_route.prefixes.clear();
+            }
+            return Err(no_route.into());
+        }
+    };
     let route = matched.route;
     record.route = Some(route.name.clone());
     record.envelope = route.dialect.error_envelope();
     record.retry_invalid = route.retry_invalid;
+    record.client = clients
+        .admit(&mut parts.headers, &[route.dialect.credential()])
+        .map_err(|refused| {
+            telemetry::refused(&route.name, &record.request_id, &refused);
+            RequestError::Unauthenticated {
+                header: refused.header,
+                prefix: refused.prefix,
+            }
+        })?;
     let path = route.upstream.path(matched.rest);
     let endpoint = match parts.method {
         Method::POST => route.dialect.endpoint(&path),
@@ -148,15 +169,26 @@ async fn passthrough(
     body: Incoming,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
-    let body = UpstreamBody::Streaming(body);
+    let fault = ClientFault::default();
+    let body = UpstreamBody::Streaming(body, fault.clone());
     let request =
         forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
             .map_err(cannot_build)?;
-    let (upstream, payload) =
-        match forward::fetch(&route.upstream, request, Reading::Passthrough).await? {
-            Fetched::Stream(upstream, relay) => (upstream, Payload::Stream(relay)),
-            Fetched::Whole(upstream, bytes, _) => (upstream, Payload::Whole(Some(bytes))),
-        };
+    let fetched = match forward::fetch(&route.upstream, request, Reading::Passthrough).await {
+        Ok(fetched) => fetched,
+        // The upstream request failed because the client's body did: the
+        // upstream got a cut request (hyper aborts it, and that connection
+        // is never reused), the client a 400.
+        Err(_) if fault.get().is_some() => {
+            let cause = fault.get().unwrap_or_default().to_string();
+            return Err(RequestError::Unreadable { cause }.into());
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let (upstream, payload) = match fetched {
+        Fetched::Stream(upstream, relay) => (upstream, Payload::Stream(relay)),
+        Fetched::Whole(upstream, bytes, _) => (upstream, Payload::Whole(Some(bytes))),
+    };
     record.upstream_status = Some(upstream.status);
     Ok(respond(upstream, &record.request_id, payload))
 }
@@ -221,10 +253,11 @@ impl Call<'_> {
         }
     }
 
-    pub(super) fn scope<'b>(&'b self, request_id: &'b HeaderValue) -> Scope<'b> {
+    pub(super) fn scope<'b>(&'b self, record: &'b RequestRecord) -> Scope<'b> {
         Scope {
             route: &self.route.name,
-            request_id,
+            client: record.client.as_deref(),
+            request_id: &record.request_id,
             endpoint: self.path,
             captures: &self.shared.captures,
         }
@@ -270,7 +303,7 @@ impl Call<'_> {
                     rejected: Some(violation.invariant),
                     ..Findings::default()
                 };
-                let scope = self.scope(&record.request_id);
+                let scope = self.scope(record);
                 record.captured = finish(&scope, &findings, verbatim(&upstream));
                 return Err(violation.into());
             }
@@ -285,7 +318,7 @@ impl Call<'_> {
             output: checked.output.map(|o| (o.task, o.verdict)),
             ..Findings::default()
         };
-        let scope = self.scope(&record.request_id);
+        let scope = self.scope(record);
         record.captured = finish(&scope, &findings, verbatim(&upstream));
         for header in &judgement.removed_headers {
             upstream.headers.remove(*header);
@@ -330,6 +363,7 @@ impl Call<'_> {
             Some(Ok(judge)) => {
                 let context = StreamContext {
                     route: self.route.name.clone(),
+                    client: record.client.clone(),
                     request_id: record.request_id.clone(),
                     endpoint: self.path.to_string(),
                     status: upstream.status,

@@ -74,6 +74,8 @@ pub(crate) struct Verbatim {
 /// Where a finished response belongs.
 pub(crate) struct Scope<'a> {
     pub(crate) route: &'a Arc<str>,
+    /// The admitted client's name (`None`: `unknown`).
+    pub(crate) client: Option<&'a str>,
     pub(crate) request_id: &'a HeaderValue,
     pub(crate) endpoint: &'a str,
     pub(crate) captures: &'a CaptureStore,
@@ -96,7 +98,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
     if let Some((task, verdict)) = &findings.output {
         telemetry::output_judged(task, verdict.valid());
         if !verdict.valid() {
-            telemetry::output_invalid(task, request_id, &verdict.reasons);
+            telemetry::output_invalid(task, scope.client, request_id, &verdict.reasons);
         }
     }
     let Some(outcome) = findings.outcome() else {

@@ -86,6 +86,15 @@ pub(super) fn clean(headers: &mut HeaderMap, peer: Option<Peer>, trusted_hops: u
             headers.remove(name);
         }
     }
+    // A credential is kept out of debug output and, to an HTTP/2 upstream,
+    // out of HPACK's tables (RFC 7541 §7.1.3).
+    for name in crate::inspect::credential_headers() {
+        if let http::header::Entry::Occupied(mut entry) = headers.entry(name) {
+            for value in entry.iter_mut() {
+                value.set_sensitive(true);
+            }
+        }
+    }
     if !headers.contains_key(X_FORWARDED_FOR) {
         // The usual case: the client is the first hop.
         if let Some(value) =

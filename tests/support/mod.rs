@@ -283,7 +283,7 @@ impl Probity {
         .await
     }
 
-    /// The value of one sample in `/metrics`, e.g. `probity_requests_total{route="a",status="200"}`.
+    /// The value of one sample in `/metrics`, e.g. `probity_requests_total{route="a",client="unknown",status="200"}`.
     pub async fn metric(&self, sample: &str) -> Option<f64> {
         let text = get(&self.admin_url("/metrics")).await.text();
         metric_value(&text, sample)
