@@ -34,6 +34,12 @@ pub(crate) enum RequestError {
     Unreadable { cause: String },
     #[error("probity is at server.max_connections ({limit})")]
     Overloaded { limit: u64 },
+    /// Too many bytes of inspected answers wait for slow readers.
+    #[error(
+        "probity holds {held} bytes of answers its clients are still reading \
+         (server.max_held_response_bytes: {limit})"
+    )]
+    Saturated { held: u64, limit: u64 },
     #[error("the request body did not arrive within server.body_read_timeout_ms ({after_ms} ms)")]
     BodyTimeout { after_ms: u64 },
     /// A protocol upgrade (WebSocket): probity checks HTTP exchanges only.
@@ -112,6 +118,10 @@ impl RequestError {
             err @ RequestError::Overloaded { .. } => format!(
                 "{err}: retry after {RETRY_AFTER_SECONDS} s, or raise server.max_connections"
             ),
+            err @ RequestError::Saturated { .. } => format!(
+                "{err}: nothing was forwarded; retry after {RETRY_AFTER_SECONDS} s, or raise \
+                 server.max_held_response_bytes"
+            ),
             err @ RequestError::Unauthenticated { header, prefix } => format!(
                 "{err}: nothing was forwarded; send the token probity holds for this app (its \
                  [[clients]] token_env) as `{header}: {prefix}<token>`, where the provider's \
@@ -129,7 +139,9 @@ impl ProxyError {
             ProxyError::Request(
                 RequestError::Unreadable { .. } | RequestError::Malformed { .. },
             ) => StatusCode::BAD_REQUEST,
-            ProxyError::Request(RequestError::Overloaded { .. }) => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::Request(
+                RequestError::Overloaded { .. } | RequestError::Saturated { .. },
+            ) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Request(RequestError::BodyTimeout { .. }) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Request(RequestError::Upgrade { .. }) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Request(RequestError::Unauthenticated { .. }) => StatusCode::UNAUTHORIZED,
@@ -147,7 +159,9 @@ impl ProxyError {
             ProxyError::Request(
                 RequestError::Unreadable { .. } | RequestError::Malformed { .. },
             ) => "bad_request",
-            ProxyError::Request(RequestError::Overloaded { .. }) => "overloaded",
+            ProxyError::Request(
+                RequestError::Overloaded { .. } | RequestError::Saturated { .. },
+            ) => "overloaded",
             ProxyError::Request(RequestError::BodyTimeout { .. }) => "request_timeout",
             ProxyError::Request(RequestError::Upgrade { .. }) => "upgrade_not_supported",
             ProxyError::Request(RequestError::Unauthenticated { .. }) => "unauthenticated",
@@ -300,7 +314,9 @@ impl ProxyError {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(X_REQUEST_ID, at.request_id.clone());
         match self {
-            ProxyError::Request(RequestError::Overloaded { .. }) => {
+            ProxyError::Request(
+                RequestError::Overloaded { .. } | RequestError::Saturated { .. },
+            ) => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
             }
             // Whatever followed the head on this connection (an ambiguous

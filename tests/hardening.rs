@@ -15,7 +15,11 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::*;
+
+const EMBEDDING: &[u8] = br#"{"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.5, -0.25]}], "model": "m", "usage": {"prompt_tokens": 1, "total_tokens": 1}}"#;
 
 async fn setup(server: &str) -> (Upstream, Probity) {
     let upstream = Upstream::json(b"{}").await;
@@ -368,4 +372,69 @@ async fn random_requests_add_no_metric_series() {
         new.is_empty(),
         "new series after 9,800 more requests: {new:?}"
     );
+}
+
+/// A client that reads an inspected answer slowly holds all of it (it was
+/// read whole to be judged): past `max_held_response_bytes`, new inspected
+/// requests get 503 with `Retry-After`, until the slow reader is done.
+#[tokio::test]
+async fn slow_readers_of_inspected_answers_cannot_hold_unbounded_memory() {
+    let floats = vec!["0.0123456789"; 700_000].join(",");
+    let big: &'static [u8] = format!(
+        r#"{{"object": "list", "data": [{{"object": "embedding", "index": 0, "embedding": [{floats}]}}], "model": "m", "usage": {{"prompt_tokens": 1, "total_tokens": 1}}}}"#
+    )
+    .into_bytes()
+    .leak();
+    let (large, small) = (Upstream::json(big).await, Upstream::json(EMBEDDING).await);
+    let routes = [
+        route("large", "/large", &large.url(), "openai", ""),
+        route("small", "/small", &small.url(), "openai", ""),
+    ];
+    let probity = Probity::start(&config(
+        "max_held_response_bytes = 4194304",
+        &routes.concat(),
+    ));
+    let request = r#"{"model": "m", "input": "a"}"#;
+    let head = format!(
+        "POST /large/v1/embeddings HTTP/1.1\r\nHost: p\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{request}",
+        request.len()
+    );
+    // A reader with a tiny window that reads nothing.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut slow = socket.connect(probity.addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut slow, head.as_bytes())
+        .await
+        .unwrap();
+    let small_url = probity.url("/small/v1/embeddings");
+    let refused = within("the budget spent", async {
+        loop {
+            let got = post(&small_url, request).await;
+            if got.status == 503 {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let error = refused.error(503, "overloaded");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_held_response_bytes"),
+        "{error}"
+    );
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    // What is relayed needs no budget: it goes only as fast as it is read.
+    assert_eq!(get(&probity.url("/small/v1/models")).await.status, 200);
+    // The slow reader leaves: its share is given back.
+    drop(slow);
+    within("the budget given back", async {
+        while post(&small_url, request).await.status != 200 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(large.requests().len(), 1);
 }

@@ -67,6 +67,9 @@ pub struct ServerConfig {
     /// How many proxies in front of probity are trusted to have appended
     /// to `X-Forwarded-For`; addresses further left are dropped.
     pub trusted_hops: u32,
+    /// The most bytes of inspected answers held for clients still reading
+    /// them; past it, new inspected requests get 503 until readers catch up.
+    pub max_held_response_bytes: u64,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +85,7 @@ impl Default for ServerConfig {
             max_header_bytes: 32 * 1024,
             drain_timeout_ms: 30_000,
             trusted_hops: 0,
+            max_held_response_bytes: 256 * 1024 * 1024,
         }
     }
 }

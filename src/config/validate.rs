@@ -69,6 +69,10 @@ impl ServerConfig {
             ("server.header_read_timeout_ms", self.header_read_timeout_ms),
             ("server.body_read_timeout_ms", self.body_read_timeout_ms),
             ("server.max_header_count", self.max_header_count),
+            (
+                "server.max_held_response_bytes",
+                self.max_held_response_bytes,
+            ),
         ] {
             positive(key, value, problems);
         }

@@ -12,6 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::catch::catching;
 use super::checked::CheckedStream;
+use super::held::HeldShare;
 use crate::forward::{ForwardError, Relay};
 use crate::telemetry::{self, Ending, RequestRecord};
 
@@ -38,15 +39,23 @@ pub(crate) struct ResponseBody {
     record: Option<RequestRecord>,
     bytes: u64,
     first_byte_seen: bool,
+    /// A whole answer's share of `server.max_held_response_bytes`, given
+    /// back when this body is dropped.
+    _held: Option<HeldShare>,
 }
 
+/// A whole body goes out in slices of this size, so hyper takes the next
+/// only when the client has read enough (it never queues the whole answer).
+const SLICE: usize = 64 * 1024;
+
 impl ResponseBody {
-    pub(crate) fn new(payload: Payload, record: RequestRecord) -> Self {
+    pub(crate) fn new(payload: Payload, record: RequestRecord, held: Option<HeldShare>) -> Self {
         Self {
             payload,
             record: Some(record),
             bytes: 0,
             first_byte_seen: false,
+            _held: held,
         }
     }
 
@@ -67,6 +76,9 @@ impl ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let polled = catching(|| match &mut self.payload {
+            Payload::Whole(Some(bytes)) if bytes.len() > SLICE => {
+                Poll::Ready(Some(Ok(Frame::data(bytes.split_to(SLICE)))))
+            }
             Payload::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Payload::Stream(relay) => Pin::new(relay).poll_frame(cx),
             Payload::Checked(checked) => Pin::new(&mut **checked).poll_frame(cx),

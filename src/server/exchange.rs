@@ -86,7 +86,11 @@ pub(super) async fn handle(
         }
     };
     record.status = response.status();
-    Ok(response.map(|payload| ResponseBody::new(payload, record)))
+    let share = match response.body() {
+        Payload::Whole(Some(bytes)) => Some(shared.held.hold(bytes.len() as u64)),
+        _ => None,
+    };
+    Ok(response.map(|payload| ResponseBody::new(payload, record, share)))
 }
 
 /// The request filter, then the phases after it.
@@ -136,6 +140,7 @@ async fn exchange(
     let Some(endpoint) = endpoint else {
         return passthrough(route, &parts, matched.rest, body, record).await;
     };
+    shared.held.admit()?;
     let body = read_body(body, &parts.headers, shared).await?;
     let call = Call {
         shared,

@@ -14,6 +14,7 @@ mod descriptors;
 mod exchange;
 mod finish;
 mod head;
+mod held;
 mod memory;
 mod reload;
 mod request_id;
@@ -60,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) capture_retain_limit: usize,
     /// Compiled JSON Schemas of output contracts.
     pub(crate) schemas: SchemaCache,
+    /// Inspected answers held for clients still reading them.
+    pub(crate) held: Arc<held::Held>,
 }
 
 /// Failures before serving: nothing is half-started.
@@ -136,6 +139,7 @@ impl Probity {
                 trusted_hops: usize::try_from(server.trusted_hops).unwrap_or(usize::MAX),
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
                 schemas: SchemaCache::new(256),
+                held: held::Held::new(server.max_held_response_bytes),
                 capture_retain_limit: if config.capture.enabled {
                     usize::try_from(config.capture.max_bytes).unwrap_or(usize::MAX)
                 } else {
