@@ -34,6 +34,7 @@ pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_outpu
 pub(crate) const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
 pub(crate) const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
 pub(crate) const RUNTIME_ALIVE_TASKS: &str = "probity_runtime_alive_tasks";
+pub(crate) const SEND_TIMEOUTS_TOTAL: &str = "probity_send_timeouts_total";
 pub(crate) const CHUNKS_TOTAL: &str = "probity_chunks_total";
 pub(crate) const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
 pub(crate) const CONFIG_RELOADS_TOTAL: &str = "probity_config_reloads_total";
@@ -111,6 +112,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     describe_counter!(
         CONFIG_RELOADS_TOTAL,
         "Configuration reloads (SIGHUP or POST /reload), by result: applied or rejected."
+    );
+    describe_counter!(
+        SEND_TIMEOUTS_TOTAL,
+        "Connections closed because their client did not read an inspected answer within send_timeout_ms."
     );
     describe_gauge!(
         RUNTIME_ALIVE_TASKS,
@@ -356,6 +361,16 @@ pub(crate) fn refused(route: &str, request_id: &HeaderValue, refused: &crate::ro
         header = refused.header,
         credential_sent = refused.presented,
         "no client token admitted the request"
+    );
+}
+
+/// A client took longer than `send_timeout_ms` to read an answer held for
+/// it: its connection was closed.
+pub(crate) fn send_timed_out(after: Duration) {
+    counter!(SEND_TIMEOUTS_TOTAL).increment(1);
+    tracing::info!(
+        send_timeout_ms = millis(after),
+        "a client did not read its answer within send_timeout_ms: connection closed"
     );
 }
 

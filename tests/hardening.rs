@@ -376,7 +376,8 @@ async fn random_requests_add_no_metric_series() {
 
 /// A client that reads an inspected answer slowly holds all of it (it was
 /// read whole to be judged): past `max_held_response_bytes`, new inspected
-/// requests get 503 with `Retry-After`, until the slow reader is done.
+/// requests get 503 with `Retry-After`, until the slow reader is done or,
+/// past `send_timeout_ms`, cut off.
 #[tokio::test]
 async fn slow_readers_of_inspected_answers_cannot_hold_unbounded_memory() {
     let floats = vec!["0.0123456789"; 700_000].join(",");
@@ -391,7 +392,7 @@ async fn slow_readers_of_inspected_answers_cannot_hold_unbounded_memory() {
         route("small", "/small", &small.url(), "openai", ""),
     ];
     let probity = Probity::start(&config(
-        "max_held_response_bytes = 4194304",
+        "max_held_response_bytes = 4194304\nsend_timeout_ms = 2000",
         &routes.concat(),
     ));
     let request = r#"{"model": "m", "input": "a"}"#;
@@ -428,13 +429,26 @@ async fn slow_readers_of_inspected_answers_cannot_hold_unbounded_memory() {
     assert_eq!(refused.header("retry-after"), Some("1"));
     // What is relayed needs no budget: it goes only as fast as it is read.
     assert_eq!(get(&probity.url("/small/v1/models")).await.status, 200);
-    // The slow reader leaves: its share is given back.
-    drop(slow);
+    // The slow reader is cut off at send_timeout_ms: its share comes back.
+    let started = std::time::Instant::now();
     within("the budget given back", async {
         while post(&small_url, request).await.status != 200 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        probity.metric("probity_send_timeouts_total").await,
+        Some(1.0)
+    );
+    let mut rest = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut slow, &mut rest);
+    let _ = within("the slow connection closed", read).await;
+    assert!(
+        rest.len() < big.len(),
+        "the answer was cut: {} bytes",
+        rest.len()
+    );
     assert_eq!(large.requests().len(), 1);
 }

@@ -70,6 +70,9 @@ pub struct ServerConfig {
     /// The most bytes of inspected answers held for clients still reading
     /// them; past it, new inspected requests get 503 until readers catch up.
     pub max_held_response_bytes: u64,
+    /// How long a client may take to read an inspected answer held for it;
+    /// then its connection is closed.
+    pub send_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -86,6 +89,7 @@ impl Default for ServerConfig {
             drain_timeout_ms: 30_000,
             trusted_hops: 0,
             max_held_response_bytes: 256 * 1024 * 1024,
+            send_timeout_ms: 60_000,
         }
     }
 }

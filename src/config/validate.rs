@@ -73,6 +73,7 @@ impl ServerConfig {
                 "server.max_held_response_bytes",
                 self.max_held_response_bytes,
             ),
+            ("server.send_timeout_ms", self.send_timeout_ms),
         ] {
             positive(key, value, problems);
         }

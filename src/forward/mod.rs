@@ -125,6 +125,11 @@ impl Upstream {
             // A burst of streams must not leave a connection (and its
             // buffers) idle per stream for the next 90 s.
             .pool_max_idle_per_host(64)
+            // hyper reads ahead up to ~400 KB of a relayed answer its client
+            // has not taken yet; 64 KiB keeps a slow reader's cost there
+            // (benches/slowhttp: 100 slow readers 106 → 29 MiB) and still
+            // admits response heads 8 times nginx's default buffer.
+            .http1_max_buf_size(64 * 1024)
             .build(https);
         Self {
             url,

@@ -35,6 +35,7 @@ use super::checked::{CheckedStream, StreamContext};
 use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
 use super::head;
+use super::held::Delivery;
 use super::request_id::request_id;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
@@ -62,6 +63,7 @@ pub(super) async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
+    let delivery = request.extensions().get::<Arc<Delivery>>().cloned();
     let mut record = RequestRecord {
         request_id: request_id(request.headers()),
         route: None,
@@ -87,7 +89,9 @@ pub(super) async fn handle(
     };
     record.status = response.status();
     let share = match response.body() {
-        Payload::Whole(Some(bytes)) => Some(shared.held.hold(bytes.len() as u64)),
+        Payload::Whole(Some(bytes)) => {
+            Some(shared.held.hold(bytes.len() as u64, delivery.as_ref()))
+        }
         _ => None,
     };
     Ok(response.map(|payload| ResponseBody::new(payload, record, share)))

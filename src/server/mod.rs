@@ -35,7 +35,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -122,6 +122,17 @@ impl Probity {
         };
         let proxy = bind("server.listen", &server.listen).await?;
         let admin = bind("server.admin_listen", &server.admin_listen).await?;
+        if let Ok(addr) = admin.local_addr().map(|a| a.ip()) {
+            // A container binds it beyond loopback for its scraper: said once
+            // at start, not warned, since that is the expected setup there.
+            if !addr.is_loopback() {
+                tracing::info!(
+                    admin_listen = %server.admin_listen,
+                    "the admin listener is reachable beyond this host: /captures serves upstream \
+                     response bodies; keep it on a private network, or bind it to 127.0.0.1"
+                );
+            }
+        }
         #[cfg(unix)]
         let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         Ok(Self {
@@ -139,7 +150,10 @@ impl Probity {
                 trusted_hops: usize::try_from(server.trusted_hops).unwrap_or(usize::MAX),
                 captures: Arc::new(CaptureStore::new(config.capture.clone())),
                 schemas: SchemaCache::new(256),
-                held: held::Held::new(server.max_held_response_bytes),
+                held: held::Held::new(
+                    server.max_held_response_bytes,
+                    Duration::from_millis(server.send_timeout_ms),
+                ),
                 capture_retain_limit: if config.capture.enabled {
                     usize::try_from(config.capture.max_bytes).unwrap_or(usize::MAX)
                 } else {
@@ -235,20 +249,13 @@ impl Probity {
                 continue;
             }
             let slot = ConnectionSlot::take(&connections);
-            let shared = self.shared.clone();
-            let service = service_fn(move |mut request: Request<Incoming>| {
-                request.extensions_mut().insert(head::Peer(peer));
-                exchange::handle(shared.clone(), request)
-            });
-            let http = http.clone();
-            let watcher = graceful.watcher();
-            tokio::spawn(async move {
-                let connection = http.serve_connection(TokioIo::new(stream), service);
-                if let Err(err) = watcher.watch(connection).await {
-                    tracing::debug!(error = %err, "client connection ended with an error");
-                }
-                drop(slot);
-            });
+            let connection = Connection {
+                shared: self.shared.clone(),
+                stream,
+                peer,
+                slot,
+            };
+            tokio::spawn(connection.serve(http.clone(), graceful.watcher()));
         }
 
         // Drain: not ready, no new connections, in-flight requests finish.
@@ -281,6 +288,45 @@ async fn reload_on_hangup(
     while hangup.recv().await.is_some() {
         // The outcome is logged and counted by the reload itself.
         let _ = reloader.reload(&shared.routes, "sighup");
+    }
+}
+
+/// One accepted client connection and what its requests share.
+struct Connection {
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    slot: ConnectionSlot,
+}
+
+impl Connection {
+    /// Serves its requests until it closes, drains, or a held answer's
+    /// client is past `send_timeout_ms`.
+    async fn serve(self, http: auto::Builder<TokioExecutor>, watcher: Watcher) {
+        let Self {
+            shared,
+            stream,
+            peer,
+            slot,
+        } = self;
+        let delivery = Arc::new(held::Delivery::default());
+        let held = shared.held.clone();
+        let clock = delivery.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(head::Peer(peer));
+            request.extensions_mut().insert(clock.clone());
+            exchange::handle(shared.clone(), request)
+        });
+        let connection = http.serve_connection(TokioIo::new(stream), service);
+        tokio::select! {
+            served = watcher.watch(connection) => if let Err(err) = served {
+                tracing::debug!(error = %err, "client connection ended with an error");
+            },
+            // Dropping the connection closes it, and its held answer's body
+            // gives its share back.
+            () = held.overdue(&delivery) => {}
+        }
+        drop(slot);
     }
 }
 
