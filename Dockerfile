@@ -17,10 +17,13 @@ FROM debian:bookworm-slim
 # Upstream TLS uses the web PKI roots compiled into the binary: no CA bundle
 # is needed.
 RUN useradd --system --uid 10001 --no-create-home probity \
-    && mkdir -p /etc/probity
+    && mkdir -p /etc/probity /var/lib/probity/captures \
+    && chown 10001 /var/lib/probity/captures
 COPY --from=build /src/target/release/probity /usr/local/bin/probity
 COPY deploy/container/probity.toml /etc/probity/probity.toml
 ENV PROBITY_CONFIG=/etc/probity/probity.toml
+# Captures outlive the container on this volume.
+VOLUME /var/lib/probity/captures
 USER 10001
 EXPOSE 8080 9464
 # No curl in the image: probity asks its own /healthz.

@@ -4,14 +4,11 @@
 //! receive and the verdict, so an app's test suite can check its recorded
 //! fixtures and a user can check a capture or a provider's example.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use crate::capture::CaptureStore;
-use crate::config::CaptureConfig;
+use crate::capture::Captures;
 use crate::contract::SchemaCache;
 use crate::error::{Answering, ProxyError};
 use crate::forward::ForwardError;
@@ -181,10 +178,9 @@ fn streamed(
         endpoint: String::new(),
         status: StatusCode::OK,
         headers: HeaderMap::new(),
-        captures: Arc::new(CaptureStore::new(CaptureConfig {
-            enabled: false,
-            ..CaptureConfig::default()
-        })),
+        dialect: route.dialect.name(),
+        policy: route.capture,
+        captures: Captures::disabled(),
         retain_limit: 0,
         envelope: route.dialect.error_envelope(),
         retry_invalid: route.retry_invalid,

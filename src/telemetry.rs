@@ -38,6 +38,9 @@ pub(crate) const SEND_TIMEOUTS_TOTAL: &str = "probity_send_timeouts_total";
 pub(crate) const CHUNKS_TOTAL: &str = "probity_chunks_total";
 pub(crate) const INTERNAL_ERRORS_TOTAL: &str = "probity_internal_errors_total";
 pub(crate) const CONFIG_RELOADS_TOTAL: &str = "probity_config_reloads_total";
+pub(crate) const CAPTURE_DROPPED_TOTAL: &str = "probity_capture_dropped_total";
+pub(crate) const CAPTURE_WRITES_TOTAL: &str = "probity_capture_writes_total";
+pub(crate) const CAPTURE_WRITE_SECONDS: &str = "probity_capture_write_seconds";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -52,19 +55,19 @@ const DURATION_BUCKETS: &[f64] = &[
 
 /// Installs the process-wide Prometheus recorder and describes every metric.
 pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildError> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full(REQUEST_DURATION_SECONDS.into()),
-            DURATION_BUCKETS,
-        )?
-        .set_buckets_for_metric(
-            Matcher::Full(TIME_TO_FIRST_BYTE_SECONDS.into()),
-            DURATION_BUCKETS,
-        )?
-        .install_recorder()?;
+    let mut builder = PrometheusBuilder::new();
+    for seconds in [
+        REQUEST_DURATION_SECONDS,
+        TIME_TO_FIRST_BYTE_SECONDS,
+        CAPTURE_WRITE_SECONDS,
+    ] {
+        builder =
+            builder.set_buckets_for_metric(Matcher::Full(seconds.into()), DURATION_BUCKETS)?;
+    }
+    let handle = builder.install_recorder()?;
     describe_counter!(
         REQUESTS_TOTAL,
-        "Requests answered, by route and HTTP status sent."
+        "Requests answered, by route, client and HTTP status sent."
     );
     describe_histogram!(
         REQUEST_DURATION_SECONDS,
@@ -113,6 +116,21 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         CONFIG_RELOADS_TOTAL,
         "Configuration reloads (SIGHUP or POST /reload), by result: applied or rejected."
     );
+    describe_limits();
+    describe_counter!(
+        INTERNAL_ERRORS_TOTAL,
+        "Faults in probity itself (a panic caught while serving a request), by route."
+    );
+    describe_captures();
+    describe_counter!(
+        UNINSPECTED_TOTAL,
+        "Responses passed unchecked because the request could not be read, by reason."
+    );
+    Ok(handle)
+}
+
+/// What shows a limit at work, or a leak.
+fn describe_limits() {
     describe_counter!(
         SEND_TIMEOUTS_TOTAL,
         "Connections closed because their client did not read an inspected answer within send_timeout_ms."
@@ -121,15 +139,23 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         RUNTIME_ALIVE_TASKS,
         "Tasks alive in probity's runtime when /metrics was read: back to its idle level once requests end, else something leaks."
     );
+}
+
+/// The capture store's metrics.
+fn describe_captures() {
     describe_counter!(
-        INTERNAL_ERRORS_TOTAL,
-        "Faults in probity itself (a panic caught while serving a request), by route."
+        CAPTURE_DROPPED_TOTAL,
+        "Captures not stored, by reason: queue_full, store_error, timeout, shutdown (the requests were answered as usual)."
     );
     describe_counter!(
-        UNINSPECTED_TOTAL,
-        "Responses passed unchecked because the request could not be read, by reason."
+        CAPTURE_WRITES_TOTAL,
+        "Captures written to the store, by result: ok or error."
     );
-    Ok(handle)
+    describe_histogram!(
+        CAPTURE_WRITE_SECONDS,
+        Unit::Seconds,
+        "Time to write one capture (body and metadata) to the store."
+    );
 }
 
 /// What is known about one request when its response ends.
@@ -468,4 +494,16 @@ pub(crate) fn config_reloaded(trigger: &'static str, applied: bool, routes: usiz
             "configuration reload refused: the previous configuration keeps serving"
         );
     }
+}
+
+/// Captures the store did not get.
+pub(crate) fn capture_dropped(reason: &'static str, n: u64) {
+    counter!(CAPTURE_DROPPED_TOTAL, "reason" => reason).increment(n);
+}
+
+/// One write to the capture store, and how long it took.
+pub(crate) fn capture_written(ok: bool, took: Duration) {
+    let result = if ok { "ok" } else { "error" };
+    counter!(CAPTURE_WRITES_TOTAL, "result" => result).increment(1);
+    histogram!(CAPTURE_WRITE_SECONDS).record(took.as_secs_f64());
 }

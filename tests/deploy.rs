@@ -43,7 +43,8 @@ const CONTAINER_CONFIG: &str = "deploy/container/probity.toml";
 fn the_container_configuration_is_the_default_listening_on_every_interface() {
     let default = read("config/probity.toml");
     let container = read(CONTAINER_CONFIG);
-    // Its own header comment aside, only the two listeners differ.
+    // Its own header comment aside, only the two listeners and the capture
+    // store (on the image's volume) differ.
     let body = container.split_once("\n\n").map(|(_, body)| body).unwrap();
     let expected = default
         .replacen(
@@ -54,6 +55,11 @@ fn the_container_configuration_is_the_default_listening_on_every_interface() {
         .replacen(
             "admin_listen = \"127.0.0.1:9464\"",
             "admin_listen = \"0.0.0.0:9464\"",
+            1,
+        )
+        .replacen(
+            "store = \"probity-captures\"     # a directory (or file:///path), or memory: (lost on exit)",
+            "store = \"/var/lib/probity/captures\"  # the image's volume; or file:///path, or memory:",
             1,
         );
     assert_eq!(

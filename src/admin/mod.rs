@@ -5,7 +5,8 @@
 //! - `GET /healthz`: 200 while the process is up;
 //! - `GET /readyz`: 200 while accepting traffic, 503 while draining;
 //! - `POST /reload`: reads the configuration again (as SIGHUP does);
-//! - `GET /captures`: the capture store's listing, the newest first;
+//! - `GET /captures`: the capture store's listing, the newest first, paged
+//!   (`limit`, `before`) and filtered (`route`, `outcome`, `since`);
 //! - `GET /captures/{request_id}`: one capture's verbatim upstream body, with
 //!   its content type; the upstream status and headers are in
 //!   `probity-upstream-status` and `probity-upstream-<header name>`.
@@ -26,7 +27,7 @@ use hyper_util::server::conn::auto;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
-use crate::capture::{rfc3339, Capture, CaptureStore, Outcome};
+use crate::capture::{Captures, Query, Stored};
 use crate::telemetry;
 
 /// Reloads the configuration: the routes now in force, or its problems.
@@ -41,7 +42,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     ready: Arc<AtomicBool>,
     metrics: PrometheusHandle,
-    captures: Arc<CaptureStore>,
+    captures: Arc<Captures>,
     reload: Reload,
 ) {
     // Histograms are drained into their buckets by upkeep, not on render.
@@ -72,12 +73,20 @@ pub(crate) async fn serve(
         let captures = captures.clone();
         let reload = reload.clone();
         let service = service_fn(move |request: Request<Incoming>| {
-            let response = if request.uri().path() == "/reload" {
-                reloaded(&request, &reload)
-            } else {
-                answer(&request, &ready, &metrics, &captures)
-            };
-            async move { Ok::<_, Infallible>(response) }
+            let (ready, metrics, captures, reload) = (
+                ready.clone(),
+                metrics.clone(),
+                captures.clone(),
+                reload.clone(),
+            );
+            async move {
+                let response = if request.uri().path() == "/reload" {
+                    reloaded(&request, &reload)
+                } else {
+                    answer(&request, &ready, &metrics, &captures).await
+                };
+                Ok::<_, Infallible>(response)
+            }
         });
         let http = http.clone();
         tokio::spawn(async move {
@@ -86,11 +95,11 @@ pub(crate) async fn serve(
     }
 }
 
-fn answer(
+async fn answer(
     request: &Request<Incoming>,
     ready: &AtomicBool,
     metrics: &PrometheusHandle,
-    captures: &CaptureStore,
+    captures: &Captures,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path();
     let known =
@@ -114,10 +123,10 @@ fn answer(
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" if ready.load(Ordering::SeqCst) => text(StatusCode::OK, "ready\n".into()),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n".into()),
-        "/captures" | "/captures/" => listing(captures),
+        "/captures" | "/captures/" => listing(captures, request.uri().query()).await,
         _ => match path.strip_prefix("/captures/") {
-            Some(id) => match captures.get(id) {
-                Some(capture) => verbatim(&capture),
+            Some(id) => match captures.get(id).await {
+                Some(capture) => verbatim(capture),
                 None => text(
                     StatusCode::NOT_FOUND,
                     format!("no capture for request id {id}: it was valid, or evicted\n"),
@@ -150,39 +159,34 @@ fn reloaded(request: &Request<Incoming>, reload: &Reload) -> Response<Full<Bytes
     }
 }
 
-/// `{"captures": [...]}`, the newest first.
-fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
-    let entries: Vec<serde_json::Value> = captures
-        .list()
-        .iter()
-        .map(|c| {
-            let (outcome, pointers, invariant, reasons) = match &c.outcome {
-                Outcome::Normalized(pointers) => ("normalized", pointers.clone(), None, Vec::new()),
-                Outcome::Rejected(invariant) => {
-                    ("rejected", Vec::new(), Some(*invariant), Vec::new())
-                }
-                Outcome::Cut(kind) => ("cut", Vec::new(), Some(*kind), Vec::new()),
-                Outcome::OutputInvalid(reasons) => {
-                    ("output_invalid", Vec::new(), None, reasons.clone())
-                }
-                Outcome::Stitched(pointers) => ("stitched", pointers.clone(), None, Vec::new()),
-            };
-            serde_json::json!({
-                "request_id": c.request_id,
-                "time": rfc3339(c.time),
-                "route": &*c.route,
-                "endpoint": c.endpoint,
-                "outcome": outcome,
-                "pointers": pointers,
-                "invariant": invariant,
-                "reasons": reasons,
-                "upstream_status": c.status.as_u16(),
-                "body_bytes": c.body_bytes,
-                "body_captured": c.body.is_some(),
-            })
+/// Most captures on one page of a listing.
+const MAX_PAGE: usize = 1000;
+
+/// `{"captures": [...], "next": <request id>|null}`, the newest first; the
+/// next page is `?before=<next>` with the same filters.
+async fn listing(captures: &Captures, query: Option<&str>) -> Response<Full<Bytes>> {
+    let query = match parse_query(query.unwrap_or("")) {
+        Ok(query) => query,
+        Err(why) => return text(StatusCode::BAD_REQUEST, format!("{why}\n")),
+    };
+    let page = match captures.list(&query).await {
+        Ok(page) => page,
+        Err(err) => return text(StatusCode::BAD_REQUEST, format!("{err}\n")),
+    };
+    let entries: Vec<serde_json::Value> = page
+        .captures
+        .into_iter()
+        .filter_map(|mut meta| {
+            // The headers are for GET /captures/{id}; the listing stays small.
+            meta.upstream_headers.clear();
+            let mut value = serde_json::to_value(meta).ok()?;
+            if let Some(object) = value.as_object_mut() {
+                object.remove("upstream_headers");
+            }
+            Some(value)
         })
         .collect();
-    let body = serde_json::json!({ "captures": entries }).to_string();
+    let body = serde_json::json!({ "captures": entries, "next": page.next }).to_string();
     let mut response = text(StatusCode::OK, body);
     response
         .headers_mut()
@@ -190,12 +194,74 @@ fn listing(captures: &CaptureStore) -> Response<Full<Bytes>> {
     response
 }
 
+/// `limit`, `before`, `route`, `outcome`, `since` (RFC 3339, or a date).
+fn parse_query(query: &str) -> Result<Query, String> {
+    let mut parsed = Query {
+        limit: 100,
+        ..Query::default()
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = decode(value);
+        match key {
+            "limit" => {
+                parsed.limit = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or(format!("limit={value}: a number from 1 to {MAX_PAGE}"))?;
+            }
+            "before" => parsed.before = Some(value),
+            "route" => parsed.route = Some(value),
+            "outcome" => parsed.outcome = Some(value),
+            "since" => {
+                parsed.since = Some(crate::capture::parse_time(&value).ok_or(format!(
+                    "since={value}: not a time (e.g. 2026-12-01T22:00:00Z)"
+                ))?);
+            }
+            _ => {
+                return Err(format!(
+                    "unknown parameter {key}: limit, before, route, outcome, since"
+                ))
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+/// A query value, percent-decoded (`+` is a space).
+fn decode(value: &str) -> String {
+    let mut out = Vec::with_capacity(value.len());
+    let mut bytes = value.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex: Vec<u8> = bytes.by_ref().take(2).collect();
+                let decoded = std::str::from_utf8(&hex)
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match decoded {
+                    Some(byte) if hex.len() == 2 => out.push(byte),
+                    _ => {
+                        out.push(b'%');
+                        out.extend_from_slice(&hex);
+                    }
+                }
+            }
+            _ => out.push(b),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The verbatim upstream body; status and headers beside it. A stitched
 /// batch's capture is the list of its chunks' answers, as JSON.
-fn verbatim(capture: &Capture) -> Response<Full<Bytes>> {
-    if let Outcome::Stitched(_) = capture.outcome {
+fn verbatim(capture: Stored) -> Response<Full<Bytes>> {
+    let Stored { meta, body } = capture;
+    if meta.outcome == "stitched" {
         let mut response = text(StatusCode::OK, String::new());
-        *response.body_mut() = Full::new(capture.body.clone().unwrap_or_default());
+        *response.body_mut() = Full::new(body);
         response
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -205,22 +271,27 @@ fn verbatim(capture: &Capture) -> Response<Full<Bytes>> {
         );
         return response;
     }
-    let body = capture.body.clone().unwrap_or_default();
     let mut response = Response::new(Full::new(body));
     let headers = response.headers_mut();
-    for (name, value) in &capture.headers {
-        if let Ok(name) = HeaderName::try_from(format!("probity-upstream-{name}")) {
-            headers.append(name, value.clone());
+    for (name, value) in &meta.upstream_headers {
+        let name = HeaderName::try_from(format!("probity-upstream-{name}"));
+        if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(value)) {
+            headers.append(name, value);
         }
     }
     headers.insert(
         HeaderName::from_static("probity-upstream-status"),
-        HeaderValue::from(capture.status.as_u16()),
+        HeaderValue::from(meta.upstream_status),
     );
-    if let Some(content_type) = capture.headers.get(CONTENT_TYPE) {
-        headers.insert(CONTENT_TYPE, content_type.clone());
+    let content_type = meta
+        .upstream_headers
+        .iter()
+        .find(|(name, _)| name == "content-type")
+        .and_then(|(_, value)| HeaderValue::from_str(value).ok());
+    if let Some(content_type) = content_type {
+        headers.insert(CONTENT_TYPE, content_type);
     }
-    if capture.body.is_none() {
+    if !meta.body_captured {
         headers.insert(
             HeaderName::from_static("probity-capture-body"),
             HeaderValue::from_static("omitted: larger than capture.max_bytes"),

@@ -1,19 +1,33 @@
-//! The capture store: the verbatim upstream response (status, headers, body)
-//! of every exchange probity rewrote or rejected, so that nothing it changed
-//! is lost. Bounded in entries and bytes, oldest evicted first, in memory.
+//! Captures: the verbatim upstream response (status, headers, body) of
+//! every exchange probity rewrote, rejected or was asked to keep, in a store
+//! that outlives the process (a directory) or in memory.
 //!
-//! Only rewrites and rejections are captured, so a valid response never
-//! touches the store. The body is the `Bytes` already read from the upstream:
-//! capturing it costs a reference count, not a copy.
+//! [`Captures::keep`] is all the request path does: it queues the capture
+//! (the body is the `Bytes` already read: a reference count, not a copy)
+//! and indexes it, readable at once; writers put it in the store later.
+//! Layout and reads: `store`; the index: `index`; the queue, the writers
+//! and retention: `writer`.
 
-use std::collections::VecDeque;
+mod index;
+mod store;
+mod writer;
+
+use crate::config::Location;
+pub(crate) use store::OpenError;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch, Notify};
 
-use crate::config::CaptureConfig;
+use crate::config::{CaptureConfig, CaptureMode, CapturePolicy};
+use index::{Bounds, Entry, Index, Key, Pending, Summary};
+use store::Store;
+use writer::{DropReason, Drops, Job};
 
 /// Why a response was captured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +43,35 @@ pub(crate) enum Outcome {
     /// A chunked batch, stitched; these pointers became `null`. The body is
     /// every chunk's verbatim answer, as a JSON list.
     Stitched(Vec<String>),
+    /// A valid exchange, kept by a route's `capture = "all"`.
+    Passed,
+}
+
+/// What is captured of an exchange whose findings say `outcome` (`None`:
+/// valid), by its route's policy; `request_id` draws the sample.
+pub(crate) fn chosen(
+    policy: CapturePolicy,
+    outcome: Option<Outcome>,
+    request_id: &[u8],
+) -> Option<Outcome> {
+    match (policy.mode, outcome) {
+        (CaptureMode::Off, _) => None,
+        (_, Some(outcome)) => Some(outcome),
+        (CaptureMode::Anomalies, None) => None,
+        (CaptureMode::All, None) => sampled(policy.sample, request_id).then_some(Outcome::Passed),
+    }
+}
+
+/// Whether a valid exchange falls in a sample of this share: a hash of its
+/// request id, keyed per process, is uniform enough and needs no generator.
+fn sampled(share: f64, request_id: &[u8]) -> bool {
+    use std::hash::{BuildHasher, Hasher};
+    if share >= 1.0 {
+        return true;
+    }
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write(request_id);
+    (hasher.finish() as f64 / u64::MAX as f64) < share
 }
 
 /// One captured exchange.
@@ -39,80 +82,465 @@ pub(crate) struct Capture {
     pub(crate) route: Arc<str>,
     /// The path sent upstream.
     pub(crate) endpoint: String,
+    pub(crate) dialect: &'static str,
     pub(crate) outcome: Outcome,
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
-    /// `None` when the body alone was over `max_bytes`.
-    pub(crate) body: Option<Bytes>,
+    pub(crate) body: Bytes,
     pub(crate) body_bytes: usize,
 }
 
-pub(crate) struct CaptureStore {
-    config: CaptureConfig,
-    entries: Mutex<Entries>,
+/// A capture's metadata object: what `GET /captures` lists and what a query
+/// over the store reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub(crate) request_id: String,
+    pub(crate) time: String,
+    pub(crate) instance: String,
+    pub(crate) route: String,
+    pub(crate) endpoint: String,
+    pub(crate) dialect: String,
+    pub(crate) outcome: String,
+    pub(crate) pointers: Vec<String>,
+    pub(crate) invariant: Option<String>,
+    pub(crate) reasons: Vec<String>,
+    pub(crate) upstream_status: u16,
+    /// Name and value, in the upstream's order; never a credential.
+    pub(crate) upstream_headers: Vec<(String, String)>,
+    pub(crate) body_bytes: u64,
+    pub(crate) body_captured: bool,
+    /// Of the body object (hex); `null` when the body was not kept.
+    pub(crate) body_sha256: Option<String>,
+    /// The body object, beside this one.
+    pub(crate) body: String,
 }
 
-#[derive(Default)]
-struct Entries {
-    list: VecDeque<Arc<Capture>>,
-    bytes: u64,
-}
+/// Response headers that may carry a credential: never stored.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+];
 
-impl CaptureStore {
-    pub(crate) fn new(config: CaptureConfig) -> Self {
-        Self {
-            config,
-            entries: Mutex::new(Entries::default()),
-        }
-    }
-
-    pub(crate) fn enabled(&self) -> bool {
-        self.config.enabled && self.config.max_entries > 0
-    }
-
-    /// Keeps a capture, evicting the oldest to stay within bounds.
-    pub(crate) fn keep(&self, mut capture: Capture) {
-        if !self.enabled() {
-            return;
-        }
-        let size = capture.body_bytes as u64;
-        if size > self.config.max_bytes {
-            capture.body = None;
-        }
-        let kept = capture.body.as_ref().map_or(0, |b| b.len() as u64);
-        let Ok(mut entries) = self.entries.lock() else {
-            return;
+impl Meta {
+    fn of(capture: &Capture, instance: &str, body_file: String, kept: bool) -> Self {
+        let (outcome, pointers, invariant, reasons) = match &capture.outcome {
+            Outcome::Normalized(p) => ("normalized", p.clone(), None, Vec::new()),
+            Outcome::Rejected(i) => ("rejected", Vec::new(), Some(i.to_string()), Vec::new()),
+            Outcome::Cut(kind) => ("cut", Vec::new(), Some(kind.to_string()), Vec::new()),
+            Outcome::OutputInvalid(r) => {
+                let reasons = r.iter().map(|r| r.to_string()).collect();
+                ("output_invalid", Vec::new(), None, reasons)
+            }
+            Outcome::Stitched(p) => ("stitched", p.clone(), None, Vec::new()),
+            Outcome::Passed => ("passed", Vec::new(), None, Vec::new()),
         };
-        while !entries.list.is_empty()
-            && (entries.list.len() as u64 >= self.config.max_entries
-                || entries.bytes + kept > self.config.max_bytes)
-        {
-            if let Some(old) = entries.list.pop_front() {
-                entries.bytes -= old.body.as_ref().map_or(0, |b| b.len() as u64);
+        let upstream_headers = capture
+            .headers
+            .iter()
+            .filter(|(name, _)| !CREDENTIAL_HEADERS.contains(&name.as_str()))
+            .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+            .collect();
+        Self {
+            request_id: capture.request_id.clone(),
+            time: rfc3339(capture.time),
+            instance: instance.to_string(),
+            route: capture.route.to_string(),
+            endpoint: capture.endpoint.clone(),
+            dialect: capture.dialect.to_string(),
+            outcome: outcome.to_string(),
+            pointers,
+            invariant,
+            reasons,
+            upstream_status: capture.status.as_u16(),
+            upstream_headers,
+            body_bytes: capture.body_bytes as u64,
+            body_captured: kept,
+            body_sha256: kept.then(|| sha256_hex(&capture.body)),
+            body: body_file,
+        }
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A capture read back: its metadata and body.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub(crate) meta: Meta,
+    pub(crate) body: Bytes,
+}
+
+/// Filters and paging of a listing.
+#[derive(Debug, Default)]
+pub(crate) struct Query {
+    pub(crate) route: Option<String>,
+    pub(crate) outcome: Option<String>,
+    /// Only captures at or after this time.
+    pub(crate) since: Option<SystemTime>,
+    /// Only captures older than this request id's.
+    pub(crate) before: Option<String>,
+    pub(crate) limit: usize,
+}
+
+/// A page of a listing, the newest first; `next` continues it.
+#[derive(Debug)]
+pub(crate) struct Page {
+    pub(crate) captures: Vec<Meta>,
+    pub(crate) next: Option<String>,
+}
+
+/// A listing could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListError {
+    /// `before` names no capture in the store.
+    #[error("before={0}: no such capture (evicted, or never captured)")]
+    UnknownCursor(String),
+}
+
+/// The handle on the capture store that requests and the admin listener use.
+pub(crate) struct Captures {
+    enabled: bool,
+    /// How much of a body is kept; a larger one is listed, not kept.
+    max_body: u64,
+    instance: String,
+    shared: Arc<writer::Shared>,
+    queue: mpsc::Sender<Job>,
+}
+
+impl Captures {
+    /// Opens the store, indexes what it holds and starts the writers; on a
+    /// runtime.
+    pub(crate) async fn start(config: &CaptureConfig) -> Result<Arc<Self>, OpenError> {
+        let location = Location::parse(&config.store).unwrap_or(Location::Memory);
+        let location = if config.enabled {
+            location
+        } else {
+            Location::Memory
+        };
+        let store = Store::open(&location)?;
+        let bounds = Bounds {
+            max_entries: usize::try_from(config.max_entries).unwrap_or(usize::MAX),
+            max_bytes: config.max_bytes,
+            max_age: crate::config::parse_age(&config.max_age).unwrap_or(Duration::MAX),
+        };
+        let (queue, jobs) = mpsc::channel(usize::try_from(config.queue).unwrap_or(1).max(1));
+        let shared = Arc::new(writer::Shared {
+            store,
+            index: Mutex::new(Index::default()),
+            indexed: watch::channel(false).0,
+            bounds,
+            drops: Drops::default(),
+            outstanding: AtomicUsize::new(0),
+            settled: Notify::new(),
+            closed: AtomicBool::new(false),
+            write_timeout: Duration::from_millis(config.write_timeout_ms),
+        });
+        let concurrency = usize::try_from(config.write_concurrency).unwrap_or(1);
+        tokio::spawn(writer::run(shared.clone(), jobs, concurrency));
+        // Indexed in the background: a large store never delays serving.
+        tokio::spawn(writer::index_then_age_out(
+            shared.clone(),
+            config.store.clone(),
+        ));
+        Ok(Arc::new(Self {
+            enabled: config.enabled,
+            max_body: config.max_bytes,
+            instance: store::segment(&instance_name()),
+            shared,
+            queue,
+        }))
+    }
+
+    /// A store in memory that keeps nothing, for offline use.
+    pub(crate) fn disabled() -> Arc<Self> {
+        let (queue, _) = mpsc::channel(1);
+        Arc::new(Self {
+            enabled: false,
+            max_body: 0,
+            instance: String::new(),
+            shared: Arc::new(writer::Shared {
+                store: Store::memory(),
+                index: Mutex::new(Index::default()),
+                indexed: watch::channel(true).0,
+                bounds: Bounds {
+                    max_entries: 0,
+                    max_bytes: 0,
+                    max_age: Duration::MAX,
+                },
+                drops: Drops::default(),
+                outstanding: AtomicUsize::new(0),
+                settled: Notify::new(),
+                closed: AtomicBool::new(true),
+                write_timeout: Duration::ZERO,
+            }),
+            queue,
+        })
+    }
+
+    /// How much of a stream's verbatim bytes to hold for its capture.
+    pub(crate) fn retain_limit(&self) -> usize {
+        if self.enabled {
+            usize::try_from(self.max_body).unwrap_or(usize::MAX)
+        } else {
+            0
+        }
+    }
+
+    /// Queues a capture for the store; whether it was taken (a full queue
+    /// or a drain drops it, counted).
+    pub(crate) fn keep(&self, capture: Capture) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        if self.shared.closed.load(Ordering::SeqCst) {
+            self.shared
+                .drops
+                .dropped(DropReason::Shutdown, 1, "draining");
+            return false;
+        }
+        let kept = capture.body_bytes as u64 <= self.max_body;
+        let name = store::segment(&capture.request_id);
+        let objects = self
+            .shared
+            .store
+            .objects(capture.time, &self.instance, &name);
+        let body_file = objects.body.filename().unwrap_or_default().to_string();
+        let meta = Meta::of(&capture, &self.instance, body_file, kept);
+        let Ok(meta_bytes) = serde_json::to_vec(&meta) else {
+            return false;
+        };
+        let body = if kept { capture.body } else { Bytes::new() };
+        let Ok(permit) = self.queue.try_reserve() else {
+            self.shared.drops.dropped(
+                DropReason::QueueFull,
+                1,
+                "the store is slower than captures come",
+            );
+            return false;
+        };
+        let entry = Entry {
+            name: name.into(),
+            objects: objects.clone(),
+            bytes: body.len() as u64,
+            pending: Some(Arc::new(Pending {
+                meta,
+                body: body.clone(),
+            })),
+            summary: Summary::Unread,
+        };
+        let Ok(mut index) = self.shared.index.lock() else {
+            return false;
+        };
+        let key = index.insert(capture.time, entry);
+        let evicted = index.evict(self.shared.bounds, SystemTime::now());
+        drop(index);
+        self.shared.outstanding.fetch_add(1, Ordering::SeqCst);
+        permit.send(Job {
+            key,
+            objects,
+            meta: Bytes::from(meta_bytes),
+            body,
+        });
+        if evicted.iter().any(|e| e.pending.is_none()) {
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                for entry in evicted.iter().filter(|e| e.pending.is_none()) {
+                    shared.store.remove(&entry.objects).await;
+                }
+            });
+        }
+        true
+    }
+
+    /// One capture by request id, from memory while it is being written,
+    /// else from the store.
+    pub(crate) async fn get(&self, request_id: &str) -> Option<Stored> {
+        self.shared.until_indexed().await;
+        let entry = {
+            let index = self.shared.index.lock().ok()?;
+            let key = index.key_of(&store::segment(request_id))?;
+            index.get(key)?.clone()
+        };
+        if let Some(pending) = &entry.pending {
+            return Some(Stored {
+                meta: pending.meta.clone(),
+                body: pending.body.clone(),
+            });
+        }
+        let meta = self.shared.store.read(&entry.objects.json).await.ok()?;
+        let meta: Meta = serde_json::from_slice(&meta).ok()?;
+        if meta.request_id != request_id {
+            return None;
+        }
+        let body = self.shared.store.read(&entry.objects.body).await.ok()?;
+        Some(Stored { meta, body })
+    }
+
+    /// A page of captures, the newest first.
+    pub(crate) async fn list(&self, query: &Query) -> Result<Page, ListError> {
+        self.shared.until_indexed().await;
+        let mut before = match &query.before {
+            Some(id) => {
+                let key = self
+                    .shared
+                    .index
+                    .lock()
+                    .ok()
+                    .and_then(|index| index.key_of(&store::segment(id)));
+                Some(key.ok_or_else(|| ListError::UnknownCursor(id.clone()))?)
+            }
+            None => None,
+        };
+        let mut captures = Vec::new();
+        loop {
+            let batch = match self.shared.index.lock() {
+                Ok(index) => index.older(before, 256),
+                Err(_) => Vec::new(),
+            };
+            let Some(last) = batch.last().map(|(key, _)| *key) else {
+                return Ok(Page {
+                    captures,
+                    next: None,
+                });
+            };
+            for (key, entry) in batch {
+                if query.since.is_some_and(|since| key.0 < since) {
+                    return Ok(Page {
+                        captures,
+                        next: None,
+                    });
+                }
+                let Some(meta) = self.meta_if(key, &entry, query).await else {
+                    continue;
+                };
+                captures.push(meta);
+                if captures.len() >= query.limit {
+                    let next = captures.last().map(|m| m.request_id.clone());
+                    return Ok(Page { captures, next });
+                }
+            }
+            before = Some(last);
+        }
+    }
+
+    /// An entry's metadata when it passes the query's filters.
+    async fn meta_if(&self, key: Key, entry: &Entry, query: &Query) -> Option<Meta> {
+        let passes = |route: &str, outcome: &str| {
+            query.route.as_deref().is_none_or(|r| r == route)
+                && query.outcome.as_deref().is_none_or(|o| o == outcome)
+        };
+        if let Some(pending) = &entry.pending {
+            let meta = &pending.meta;
+            return passes(&meta.route, &meta.outcome).then(|| meta.clone());
+        }
+        match &entry.summary {
+            Summary::Broken => return None,
+            Summary::Known { route, outcome } if !passes(route, outcome) => return None,
+            _ => {}
+        }
+        let read = self.shared.store.read(&entry.objects.json).await;
+        let meta = read
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Meta>(&bytes).ok());
+        let summary = match &meta {
+            Some(meta) => Summary::Known {
+                route: meta.route.as_str().into(),
+                outcome: meta.outcome.as_str().into(),
+            },
+            None => Summary::Broken,
+        };
+        if let Ok(mut index) = self.shared.index.lock() {
+            index.summarize(key, summary);
+        }
+        meta.filter(|meta| passes(&meta.route, &meta.outcome))
+    }
+
+    /// Stops taking captures and waits, until `deadline`, for the queued
+    /// ones to be written; what is left is counted as dropped.
+    pub(crate) async fn drain(&self, deadline: tokio::time::Instant) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        loop {
+            let settled = self.shared.settled.notified();
+            if self.shared.outstanding.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                break;
             }
         }
-        entries.bytes += kept;
-        entries.list.push_back(Arc::new(capture));
+        let left = self.shared.outstanding.load(Ordering::SeqCst) as u64;
+        tracing::warn!(
+            captures = left,
+            "drain timeout reached: captures not written"
+        );
+        self.shared
+            .drops
+            .dropped(DropReason::Shutdown, left, "drain timeout");
     }
+}
 
-    /// Every capture, the newest first.
-    pub(crate) fn list(&self) -> Vec<Arc<Capture>> {
-        match self.entries.lock() {
-            Ok(entries) => entries.list.iter().rev().cloned().collect(),
-            Err(_) => Vec::new(),
-        }
+/// This instance's name in the layout: `HOSTNAME` (a pod's name), else the
+/// host name.
+fn instance_name() -> String {
+    if let Some(name) = std::env::var("HOSTNAME").ok().filter(|n| !n.is_empty()) {
+        return name;
     }
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most
+    // that many bytes.
+    let got = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    match (got, buffer.get(..end)) {
+        (0, Some(name)) if !name.is_empty() => String::from_utf8_lossy(name).into_owned(),
+        _ => "probity".into(),
+    }
+}
 
-    /// The newest capture of a request id.
-    pub(crate) fn get(&self, request_id: &str) -> Option<Arc<Capture>> {
-        let entries = self.entries.lock().ok()?;
-        entries
-            .list
-            .iter()
-            .rev()
-            .find(|c| c.request_id == request_id)
-            .cloned()
+/// `2026-12-01`, `2026-12-01T22:45:03Z` or `2026-12-01T22:45:03.120Z`.
+pub(crate) fn parse_time(text: &str) -> Option<SystemTime> {
+    let (date, clock) = text.split_once('T').unwrap_or((text, "00:00:00Z"));
+    let mut fields = date.splitn(3, '-');
+    let year: i64 = fields.next()?.parse().ok()?;
+    let month: u32 = fields.next()?.parse().ok()?;
+    let day: u32 = fields.next()?.parse().ok()?;
+    let clock = clock.strip_suffix('Z')?;
+    let (clock, millis) = clock.split_once('.').unwrap_or((clock, "0"));
+    let mut fields = clock.splitn(3, ':');
+    let hour: u64 = fields.next()?.parse().ok()?;
+    let minute: u64 = fields.next()?.parse().ok()?;
+    let second: u64 = fields.next()?.parse().ok()?;
+    let millis: u64 = format!("{millis:0<3}").get(..3)?.parse().ok()?;
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
     }
+    let days = u64::try_from(days_from_civil(year, month, day)).ok()?;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_millis(millis))
+}
+
+/// Days since 1970-01-01 of a civil date (H. Hinnant's algorithm).
+pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let month = i64::from(month);
+    let mp = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:45:03.120Z`.
@@ -142,56 +570,6 @@ pub(crate) fn rfc3339(time: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    fn capture(id: &str, body: &'static [u8]) -> Capture {
-        Capture {
-            request_id: id.into(),
-            time: UNIX_EPOCH,
-            route: "r".into(),
-            endpoint: "/v1/embeddings".into(),
-            outcome: Outcome::Rejected("invalid_json"),
-            status: StatusCode::OK,
-            headers: HeaderMap::new(),
-            body: Some(Bytes::from_static(body)),
-            body_bytes: body.len(),
-        }
-    }
-
-    #[test]
-    fn keeps_the_newest_within_entries_and_bytes() {
-        let store = CaptureStore::new(CaptureConfig {
-            enabled: true,
-            max_entries: 2,
-            max_bytes: 10,
-        });
-        store.keep(capture("a", b"1234"));
-        store.keep(capture("b", b"1234"));
-        store.keep(capture("c", b"1234"));
-        let ids: Vec<String> = store.list().iter().map(|c| c.request_id.clone()).collect();
-        assert_eq!(ids, ["c", "b"]);
-        store.keep(capture("d", b"123456789"));
-        let ids: Vec<String> = store.list().iter().map(|c| c.request_id.clone()).collect();
-        assert_eq!(ids, ["d"], "bytes bound evicts the oldest first");
-        store.keep(capture("big", b"12345678901"));
-        let big = store.get("big").unwrap();
-        assert!(
-            big.body.is_none(),
-            "a body over max_bytes is listed, not kept"
-        );
-        assert_eq!(big.body_bytes, 11);
-        assert!(store.get("d").is_some());
-    }
-
-    #[test]
-    fn a_disabled_store_keeps_nothing() {
-        let store = CaptureStore::new(CaptureConfig {
-            enabled: false,
-            ..CaptureConfig::default()
-        });
-        store.keep(capture("a", b"x"));
-        assert!(store.list().is_empty());
-    }
 
     #[test]
     fn times_are_rfc3339() {
@@ -200,5 +578,18 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-12-01T22:45:03.120Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        assert_eq!(days_from_civil(2000, 2, 29), 951_782_400 / 86_400);
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(parse_time("2026-12-01T22:45:03.120Z"), Some(t));
+        assert_eq!(parse_time("2000-02-29"), Some(leap));
+        assert_eq!(parse_time("2000-02-29T"), None);
+    }
+
+    #[test]
+    fn a_body_hash_is_sha256() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -9,7 +9,8 @@ mod load;
 mod validate;
 
 pub use load::{load, load_file, Problem, Problems};
-pub use validate::{UpstreamUrl, UNKNOWN_CLIENT};
+pub(crate) use validate::parse_age;
+pub use validate::{Location, UpstreamUrl, UNKNOWN_CLIENT};
 
 use serde::Deserialize;
 
@@ -94,27 +95,62 @@ impl Default for ServerConfig {
     }
 }
 
-/// `[capture]`: the store of verbatim upstream responses that probity
-/// rewrote or rejected.
+/// `[capture]`: where the verbatim upstream responses of inspected
+/// exchanges are kept, and how much of them.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CaptureConfig {
-    /// Whether rewritten and rejected exchanges are kept at all.
+    /// Whether exchanges are captured at all.
     pub enabled: bool,
-    /// The most exchanges kept; the oldest go first.
+    /// A directory (`path` or `file:///path`), or `memory:` (lost on exit).
+    pub store: String,
+    /// The most captures kept; the oldest go first.
     pub max_entries: u64,
     /// The total of the bodies kept; a single larger body is listed, not kept.
     pub max_bytes: u64,
+    /// Captures older than this are evicted: `30s`, `15m`, `12h`, `7d`.
+    pub max_age: String,
+    /// Captures waiting to be written; past it, new ones are dropped.
+    pub queue: u64,
+    /// Writes to the store at once.
+    pub write_concurrency: u64,
+    /// The longest one write may take before its capture is dropped.
+    pub write_timeout_ms: u64,
 }
 
 impl Default for CaptureConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            max_entries: 256,
-            max_bytes: 64 * 1024 * 1024,
+            store: "probity-captures".into(),
+            max_entries: 100_000,
+            max_bytes: 1024 * 1024 * 1024,
+            max_age: "7d".into(),
+            queue: 1024,
+            write_concurrency: 4,
+            write_timeout_ms: 10_000,
         }
     }
+}
+
+/// A route's `capture` and `capture_sample`, as the request path reads them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CapturePolicy {
+    pub(crate) mode: CaptureMode,
+    pub(crate) sample: f64,
+}
+
+/// A route's `capture`: which of its inspected exchanges are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CaptureMode {
+    /// Normalized, rejected, cut, output-invalid and stitched exchanges.
+    #[default]
+    Anomalies,
+    /// Every inspected exchange (valid ones sampled by `capture_sample`).
+    All,
+    /// None.
+    Off,
 }
 
 /// One `[[routes]]` table. `name`, `prefix`, `upstream` and `dialect` are
@@ -152,6 +188,10 @@ pub struct RouteConfig {
     /// invariant (`x-should-retry`); off by default, since every retry of a
     /// corrupt answer is billed again.
     pub retry_invalid_response: bool,
+    /// Which exchanges are captured: `anomalies`, `all` or `off`.
+    pub capture: CaptureMode,
+    /// Under `capture = "all"`: the share (0.0 to 1.0) of valid exchanges kept.
+    pub capture_sample: f64,
 }
 
 /// The degraded answer when a route configures none.
@@ -239,6 +279,8 @@ impl Default for RouteConfig {
             max_batch_inputs: None,
             max_chunk_concurrency: 4,
             retry_invalid_response: false,
+            capture: CaptureMode::Anomalies,
+            capture_sample: 1.0,
         }
     }
 }

@@ -127,8 +127,88 @@ impl Config {
             }
         }
         validate_clients(&self.clients, &mut problems);
+        self.capture.validate(&mut problems);
         problems
     }
+}
+
+impl super::CaptureConfig {
+    /// The problems of `[capture]`.
+    fn validate(&self, problems: &mut Vec<Problem>) {
+        if let Err(why) = Location::parse(&self.store) {
+            problems.push(Problem::new("capture.store", why));
+        }
+        if let Err(why) = parse_age(&self.max_age) {
+            problems.push(Problem::new("capture.max_age", why));
+        }
+        for (key, value) in [
+            ("capture.max_entries", self.max_entries),
+            ("capture.max_bytes", self.max_bytes),
+            ("capture.queue", self.queue),
+            ("capture.write_concurrency", self.write_concurrency),
+            ("capture.write_timeout_ms", self.write_timeout_ms),
+        ] {
+            positive(key, value, problems);
+        }
+    }
+}
+
+/// Where captures go, as `[capture] store` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A directory on this machine.
+    Dir(std::path::PathBuf),
+    /// This process's memory: lost on exit.
+    Memory,
+}
+
+impl Location {
+    /// `memory:`, `file:///abs/path`, or a plain (absolute or relative) path.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text == "memory:" {
+            return Ok(Self::Memory);
+        }
+        if let Some(path) = text.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(format!("\"{text}\": a file URL needs an absolute path (file:///var/lib/probity/captures)"));
+            }
+            return Ok(Self::Dir(std::path::PathBuf::from(path)));
+        }
+        if let Some((scheme, _)) = text.split_once("://") {
+            return Err(format!(
+                "\"{scheme}://\" is not built into this binary: use a directory or memory:"
+            ));
+        }
+        if text.is_empty() {
+            return Err("missing: a directory, file:///path or memory:".into());
+        }
+        Ok(Self::Dir(std::path::PathBuf::from(text)))
+    }
+}
+
+/// `30s`, `15m`, `12h` or `7d`, as a duration.
+pub(crate) fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    let expected =
+        || format!("\"{text}\" is not an age: a whole number then s, m, h or d (e.g. \"7d\")");
+    let split = text.len().saturating_sub(1);
+    let (number, unit) = (
+        text.get(..split).unwrap_or(""),
+        text.get(split..).unwrap_or(""),
+    );
+    let number: u64 = number.parse().map_err(|_| expected())?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(expected()),
+    };
+    if number == 0 {
+        return Err("must be greater than 0".into());
+    }
+    Ok(std::time::Duration::from_secs(
+        number.saturating_mul(seconds),
+    ))
 }
 
 /// The label `client` takes when no client is configured or none was
@@ -182,6 +262,12 @@ impl RouteConfig {
 
         if let Err(why) = check_name(&self.name) {
             problem("name", why.into());
+        }
+        if !(0.0..=1.0).contains(&self.capture_sample) {
+            problem(
+                "capture_sample",
+                format!("{} is not a share: 0.0 to 1.0", self.capture_sample),
+            );
         }
 
         if self.prefix.is_empty() {
@@ -369,6 +455,23 @@ fn positive(path: &str, value: u64, problems: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_urls_are_parsed() {
+        assert_eq!(Location::parse("memory:"), Ok(Location::Memory));
+        assert_eq!(
+            Location::parse("file:///var/lib/probity/captures"),
+            Ok(Location::Dir("/var/lib/probity/captures".into()))
+        );
+        assert_eq!(
+            Location::parse("probity-captures"),
+            Ok(Location::Dir("probity-captures".into()))
+        );
+        assert!(Location::parse("s3://bucket/prefix").is_err());
+        assert!(Location::parse("file://relative").is_err());
+        assert!(Location::parse("").is_err());
+    }
+
     use crate::config::load;
 
     #[test]

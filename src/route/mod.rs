@@ -30,6 +30,8 @@ pub(crate) struct Route {
     pub(crate) max_chunk_concurrency: usize,
     /// `retry_invalid_response`: the `x-should-retry` of a rejection.
     pub(crate) retry_invalid: bool,
+    /// Which of its exchanges are captured.
+    pub(crate) capture: crate::config::CapturePolicy,
 }
 
 /// What matched: the route and the rest of the path after its prefix.
@@ -130,6 +132,10 @@ impl RouteTable {
             max_chunk_concurrency: usize::try_from(route.max_chunk_concurrency)
                 .unwrap_or(usize::MAX),
             retry_invalid: route.retry_invalid_response,
+            capture: crate::config::CapturePolicy {
+                mode: route.capture,
+                sample: route.capture_sample,
+            },
         })
     }
 

@@ -26,7 +26,8 @@ use http_body::{Body, Frame};
 
 use super::catch::injected_panic;
 use super::finish::{finish, Findings, Scope, Verbatim};
-use crate::capture::CaptureStore;
+use crate::capture::Captures;
+use crate::config::CapturePolicy;
 use crate::contract::Contract;
 use crate::error::ProxyError;
 use crate::figures;
@@ -43,7 +44,9 @@ pub(crate) struct StreamContext {
     pub(crate) endpoint: String,
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
-    pub(crate) captures: Arc<CaptureStore>,
+    pub(crate) dialect: &'static str,
+    pub(crate) policy: CapturePolicy,
+    pub(crate) captures: Arc<Captures>,
     pub(crate) retain_limit: usize,
     /// How a mid-stream error is worded (its envelope is the stream's own
     /// error event).
@@ -307,6 +310,8 @@ impl CheckedStream {
             client: self.context.client.as_deref(),
             request_id: &self.context.request_id,
             endpoint: &self.context.endpoint,
+            dialect: self.context.dialect,
+            policy: self.context.policy,
             captures: &self.context.captures,
         };
         let verbatim = Verbatim {

@@ -268,6 +268,8 @@ impl Call<'_> {
             client: record.client.as_deref(),
             request_id: &record.request_id,
             endpoint: self.path,
+            dialect: self.route.dialect.name(),
+            policy: self.route.capture,
             captures: &self.shared.captures,
         }
     }
@@ -377,8 +379,10 @@ impl Call<'_> {
                     endpoint: self.path.to_string(),
                     status: upstream.status,
                     headers: upstream.headers.clone(),
+                    dialect: self.route.dialect.name(),
+                    policy: self.route.capture,
                     captures: self.shared.captures.clone(),
-                    retain_limit: self.shared.capture_retain_limit,
+                    retain_limit: self.shared.captures.retain_limit(),
                     envelope: record.envelope,
                     retry_invalid: record.retry_invalid,
                 };

@@ -10,7 +10,8 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use crate::capture::{Capture, CaptureStore, Outcome};
+use crate::capture::{chosen, Capture, Captures, Outcome};
+use crate::config::CapturePolicy;
 use crate::contract::OutputVerdict;
 use crate::telemetry;
 
@@ -78,7 +79,10 @@ pub(crate) struct Scope<'a> {
     pub(crate) client: Option<&'a str>,
     pub(crate) request_id: &'a HeaderValue,
     pub(crate) endpoint: &'a str,
-    pub(crate) captures: &'a CaptureStore,
+    pub(crate) dialect: &'static str,
+    /// The route's `capture` and `capture_sample`.
+    pub(crate) policy: CapturePolicy,
+    pub(crate) captures: &'a Captures,
 }
 
 /// Counts, logs and captures what inspection found; whether the upstream
@@ -101,7 +105,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
             telemetry::output_invalid(task, scope.client, request_id, &verdict.reasons);
         }
     }
-    let Some(outcome) = findings.outcome() else {
+    let Some(outcome) = chosen(scope.policy, findings.outcome(), request_id.as_bytes()) else {
         return false;
     };
     scope.captures.keep(Capture {
@@ -109,11 +113,11 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         time: SystemTime::now(),
         route: scope.route.clone(),
         endpoint: scope.endpoint.to_string(),
+        dialect: scope.dialect,
         outcome,
         status: verbatim.status,
         headers: verbatim.headers,
-        body: Some(verbatim.body),
+        body: verbatim.body,
         body_bytes: verbatim.body_bytes,
-    });
-    scope.captures.enabled()
+    })
 }

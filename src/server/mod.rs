@@ -40,7 +40,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::admin;
-use crate::capture::CaptureStore;
+use crate::capture::Captures;
 use crate::config::Config;
 use crate::contract::SchemaCache;
 use crate::error::{ProxyError, RequestError};
@@ -56,9 +56,7 @@ pub(crate) struct Shared {
     pub(crate) body_read_timeout: Duration,
     /// `server.trusted_hops`: `X-Forwarded-For` entries kept from the client.
     pub(crate) trusted_hops: usize,
-    pub(crate) captures: Arc<CaptureStore>,
-    /// How much of a checked stream's verbatim bytes to hold for its capture.
-    pub(crate) capture_retain_limit: usize,
+    pub(crate) captures: Arc<Captures>,
     /// Compiled JSON Schemas of output contracts.
     pub(crate) schemas: SchemaCache,
     /// Inspected answers held for clients still reading them.
@@ -78,6 +76,9 @@ pub enum StartError {
         /// Why binding failed.
         source: std::io::Error,
     },
+    /// The capture store could not be opened (its path is not one).
+    #[error("{0}")]
+    Capture(String),
 }
 
 /// A bound, not yet serving, proxy.
@@ -148,17 +149,14 @@ impl Probity {
                 max_request_bytes: server.max_request_bytes,
                 body_read_timeout: Duration::from_millis(server.body_read_timeout_ms),
                 trusted_hops: usize::try_from(server.trusted_hops).unwrap_or(usize::MAX),
-                captures: Arc::new(CaptureStore::new(config.capture.clone())),
+                captures: Captures::start(&config.capture)
+                    .await
+                    .map_err(|err| StartError::Capture(err.to_string()))?,
                 schemas: SchemaCache::new(256),
                 held: held::Held::new(
                     server.max_held_response_bytes,
                     Duration::from_millis(server.send_timeout_ms),
                 ),
-                capture_retain_limit: if config.capture.enabled {
-                    usize::try_from(config.capture.max_bytes).unwrap_or(usize::MAX)
-                } else {
-                    0
-                },
             }),
             proxy,
             admin,
@@ -260,6 +258,7 @@ impl Probity {
 
         // Drain: not ready, no new connections, in-flight requests finish.
         ready.store(false, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + self.drain_timeout;
         drop(self.proxy);
         let in_flight = connections.active.load(Ordering::Relaxed);
         tracing::info!(connections = in_flight, "draining");
@@ -271,6 +270,8 @@ impl Probity {
                 "drain timeout reached: closing the connections still open"
             ),
         }
+        // Captures of the requests just finished, within what is left.
+        self.shared.captures.drain(deadline).await;
     }
 }
 

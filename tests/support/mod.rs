@@ -85,6 +85,8 @@ pub fn fixture(name: &str) -> Vec<u8> {
 /// The `probity` binary, running on a test configuration.
 pub struct Probity {
     child: Child,
+    /// Its working directory, where the default capture store goes.
+    workdir: std::path::PathBuf,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
@@ -132,8 +134,13 @@ impl Probity {
         owned: std::path::PathBuf,
     ) -> Self {
         let config_path = owned;
+        // Each process its own working directory: the default capture store
+        // (`probity-captures/` there) is never shared nor left in the repo.
+        let workdir = temp_path(".d");
+        std::fs::create_dir_all(&workdir).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_probity"));
         command
+            .current_dir(&workdir)
             .args(args)
             .env("PROBITY_LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
@@ -187,6 +194,7 @@ impl Probity {
         let admin = json["admin"].as_str().unwrap().parse().unwrap();
         Self {
             child,
+            workdir,
             addr,
             admin,
             logs,
@@ -318,6 +326,7 @@ impl Drop for Probity {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.config_path);
+        let _ = std::fs::remove_dir_all(&self.workdir);
     }
 }
 

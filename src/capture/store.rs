@@ -1,0 +1,249 @@
+//! The store's layout, through `object_store` (one interface for a
+//! directory, memory and, later, buckets):
+//! `{prefix}/dt=YYYY-MM-DD/hour=HH/{instance}/{name}.json` and `.body`.
+//!
+//! The body is written before the metadata, and each object is written to a
+//! temporary name then renamed (`object_store`'s local backend does so), so
+//! a listed `.json` always has its whole `.body`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::{Path, PathPart};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::{days_from_civil, rfc3339};
+use crate::config::Location;
+
+/// The store could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("capture.store {path}: {source}")]
+pub(crate) struct OpenError {
+    path: String,
+    source: std::io::Error,
+}
+
+/// One capture's two objects.
+#[derive(Debug, Clone)]
+pub(crate) struct Objects {
+    pub(crate) json: Path,
+    pub(crate) body: Path,
+}
+
+/// A capture found in the store by a scan.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub(crate) name: Box<str>,
+    pub(crate) time: SystemTime,
+    pub(crate) bytes: u64,
+    pub(crate) objects: Objects,
+}
+
+/// A capture store behind `object_store`, and the prefix its layout starts at.
+pub(crate) struct Store {
+    objects: Arc<dyn ObjectStore>,
+    prefix: Path,
+}
+
+impl Store {
+    /// Opens the configured store. A directory that cannot be created now
+    /// is not fatal: its writes fail, are counted, and start to succeed
+    /// once it can be (a volume mounted late, a permission fixed).
+    pub(crate) fn open(location: &Location) -> Result<Self, OpenError> {
+        let dir = match location {
+            Location::Memory => return Ok(Self::memory()),
+            Location::Dir(dir) => dir,
+        };
+        if let Err(err) = std::fs::create_dir_all(dir) {
+            tracing::warn!(error = %err, store = %dir.display(), "capture store not writable: captures will be dropped until it is");
+        }
+        let absolute = std::fs::canonicalize(dir)
+            .or_else(|_| std::path::absolute(dir))
+            .map_err(|source| OpenError {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        let prefix = Path::from_absolute_path(&absolute).map_err(|err| OpenError {
+            path: dir.display().to_string(),
+            source: std::io::Error::other(err.to_string()),
+        })?;
+        Ok(Self {
+            objects: Arc::new(LocalFileSystem::new()),
+            prefix,
+        })
+    }
+
+    /// A store in memory.
+    pub(crate) fn memory() -> Self {
+        Self {
+            objects: Arc::new(InMemory::new()),
+            prefix: Path::default(),
+        }
+    }
+
+    /// Where a capture of `time` by `instance` named `name` is stored.
+    pub(crate) fn objects(&self, time: SystemTime, instance: &str, name: &str) -> Objects {
+        let stamp = rfc3339(time);
+        let (day, hour) = (
+            stamp.get(..10).unwrap_or(""),
+            stamp.get(11..13).unwrap_or(""),
+        );
+        let dir = self
+            .prefix
+            .clone()
+            .join(PathPart::from(format!("dt={day}")))
+            .join(PathPart::from(format!("hour={hour}")))
+            .join(PathPart::from(instance));
+        Objects {
+            json: dir.clone().join(PathPart::from(format!("{name}.json"))),
+            body: dir.join(PathPart::from(format!("{name}.body"))),
+        }
+    }
+
+    /// Writes the body, then the metadata that points at it.
+    pub(crate) async fn put(
+        &self,
+        objects: &Objects,
+        meta: Bytes,
+        body: Bytes,
+    ) -> object_store::Result<()> {
+        self.objects
+            .put(&objects.body, PutPayload::from_bytes(body))
+            .await?;
+        self.objects
+            .put(&objects.json, PutPayload::from_bytes(meta))
+            .await?;
+        Ok(())
+    }
+
+    /// One object's bytes.
+    pub(crate) async fn read(&self, path: &Path) -> object_store::Result<Bytes> {
+        self.objects.get(path).await?.bytes().await
+    }
+
+    /// Removes a capture: the metadata first, so it is never listed without
+    /// its body.
+    pub(crate) async fn remove(&self, objects: &Objects) {
+        for path in [&objects.json, &objects.body] {
+            match self.objects.delete(path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(err) => tracing::warn!(error = %err, %path, "capture not removed"),
+            }
+        }
+    }
+
+    /// Every complete capture in the store: a `.json` in the layout with
+    /// its `.body` beside it. Anything else (temporary files, a metadata
+    /// object alone, other files) is left out.
+    pub(crate) async fn scan(&self) -> object_store::Result<Vec<Found>> {
+        let mut jsons = Vec::new();
+        let mut bodies: HashMap<Path, u64> = HashMap::new();
+        let mut listed = self.objects.list(Some(&self.prefix));
+        while let Some(meta) = listed.next().await {
+            let meta = meta?;
+            match meta.location.extension() {
+                Some("json") => jsons.push(meta),
+                Some("body") => {
+                    bodies.insert(meta.location, meta.size);
+                }
+                _ => {}
+            }
+        }
+        let depth = self.prefix.parts().count();
+        let found = jsons
+            .into_iter()
+            .filter_map(|meta| {
+                let parts: Vec<PathPart<'_>> = meta.location.parts().skip(depth).collect();
+                let [day, hour, _instance, file] = parts.as_slice() else {
+                    return None;
+                };
+                let start = partition_start(day.as_ref(), hour.as_ref())?;
+                let name = file.as_ref().strip_suffix(".json")?;
+                let body_path = sibling(&meta.location, &format!("{name}.body"));
+                let bytes = *bodies.get(&body_path)?;
+                let modified = UNIX_EPOCH
+                    + Duration::from_millis(
+                        u64::try_from(meta.last_modified.timestamp_millis()).ok()?,
+                    );
+                // The file's time is the capture's when it was written in its
+                // hour; a file copied or planted later takes its hour's start.
+                let time = if modified >= start && modified < start + Duration::from_secs(7200) {
+                    modified
+                } else {
+                    start
+                };
+                Some(Found {
+                    name: name.into(),
+                    time,
+                    bytes,
+                    objects: Objects {
+                        json: meta.location.clone(),
+                        body: body_path,
+                    },
+                })
+            })
+            .collect();
+        Ok(found)
+    }
+}
+
+/// `name` in the same directory as `path`.
+fn sibling(path: &Path, name: &str) -> Path {
+    let parts: Vec<PathPart<'_>> = path.parts().collect();
+    let dir = parts.len().saturating_sub(1);
+    Path::from_iter(parts.into_iter().take(dir)).join(PathPart::from(name))
+}
+
+/// The start of a `dt=YYYY-MM-DD` / `hour=HH` partition.
+fn partition_start(day: &str, hour: &str) -> Option<SystemTime> {
+    let day = day.strip_prefix("dt=")?;
+    let hour: u64 = hour.strip_prefix("hour=")?.parse().ok()?;
+    let mut fields = day.splitn(3, '-');
+    let year: i64 = fields.next()?.parse().ok()?;
+    let month: u32 = fields.next()?.parse().ok()?;
+    let date: u32 = fields.next()?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&date) || hour > 23 {
+        return None;
+    }
+    let days = u64::try_from(days_from_civil(year, month, date)).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(days * 86_400 + hour * 3600))
+}
+
+/// A path segment from any text: `[A-Za-z0-9._-]` kept, the rest `_`
+/// (a request id or a host name never escapes its directory).
+pub(crate) fn segment(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with('.') {
+        out.insert(0, '_');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_and_segments() {
+        let t = partition_start("dt=2026-12-01", "hour=22").unwrap();
+        assert_eq!(rfc3339(t), "2026-12-01T22:00:00.000Z");
+        assert!(partition_start("dt=2026-13-01", "hour=22").is_none());
+        assert_eq!(segment("a/b..c"), "a_b..c");
+        assert_eq!(segment("../x"), "_.._x");
+        assert_eq!(segment(""), "_");
+    }
+}

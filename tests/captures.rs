@@ -1,0 +1,531 @@
+//! The durable capture store, over real sockets with the real binary: a
+//! directory that survives a restart (byte-identical bodies), retention by
+//! bytes and by age, torn files never listed, 100,000 captures listed newest
+//! first (timed), a failing store that no request notices, per-route
+//! `capture = "all" | "off"`, and a DuckDB query over the directory.
+
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const EMBEDDINGS_REQUEST: &str = r#"{"model": "m", "input": ["a", "b"]}"#;
+
+fn embeddings_body(prompt_tokens: &str) -> String {
+    format!(
+        r#"{{"object": "list", "data": [{{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}}, {{"object": "embedding", "index": 1, "embedding": [0.3, 0.4]}}], "model": "m", "usage": {{"prompt_tokens": {prompt_tokens}, "total_tokens": 4}}}}"#
+    )
+}
+
+/// A directory removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let path = temp_path(".captures");
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+
+    fn store(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every file under `dir` whose name ends with `suffix`.
+fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files(&path, suffix));
+        } else if path.to_string_lossy().ends_with(suffix) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Waits until `files(dir, suffix)` has `n` entries.
+async fn until_files(dir: &Path, suffix: &str, n: usize) -> Vec<PathBuf> {
+    let started = Instant::now();
+    loop {
+        let found = files(dir, suffix);
+        if found.len() == n {
+            return found;
+        }
+        assert!(
+            started.elapsed() < STEP,
+            "{} {suffix} files, not {n}: {found:?}",
+            found.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One capture's metadata, as probity writes it.
+fn meta(id: &str, time: &str, route: &str, outcome: &str, body: &[u8]) -> String {
+    serde_json::json!({
+        "request_id": id, "time": time, "instance": "planted", "route": route,
+        "endpoint": "/v1/embeddings", "dialect": "openai", "outcome": outcome,
+        "pointers": [], "invariant": null, "reasons": [], "upstream_status": 200,
+        "upstream_headers": [["content-type", "application/json"]],
+        "body_bytes": body.len(), "body_captured": true, "body_sha256": null,
+        "body": format!("{id}.body"),
+    })
+    .to_string()
+}
+
+/// Plants a capture in the layout, as another process would have written it.
+fn plant(store: &Path, day: &str, hour: u32, id: &str, route: &str, outcome: &str) -> PathBuf {
+    let dir = store.join(format!("dt={day}/hour={hour:02}/planted"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = format!("body of {id}");
+    let time = format!("{day}T{hour:02}:00:00.000Z");
+    std::fs::write(dir.join(format!("{id}.body")), &body).unwrap();
+    std::fs::write(
+        dir.join(format!("{id}.json")),
+        meta(id, &time, route, outcome, body.as_bytes()),
+    )
+    .unwrap();
+    dir
+}
+
+fn ids(listing: &serde_json::Value) -> Vec<String> {
+    listing["captures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["request_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn normalizing_upstream() -> Upstream {
+    let body = embeddings_body(r#""4""#);
+    Upstream::start(move |_| Reply::json(200, body.clone()).header("x-upstream", "kept")).await
+}
+
+fn with_store(upstream: &Upstream, route_extra: &str, capture: &str) -> String {
+    let routes = route("openai", "/openai", &upstream.url(), "openai", route_extra);
+    config("", &format!("{routes}\n[capture]\n{capture}\n"))
+}
+
+#[tokio::test]
+async fn a_capture_survives_a_restart_byte_for_byte() {
+    let dir = TempDir::new();
+    let upstream = normalizing_upstream().await;
+    let config = with_store(&upstream, "", &format!("store = \"{}\"", dir.store()));
+    let mut probity = Probity::start(&config);
+    let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usage/prompt_tokens")
+    );
+    let id = got.header("x-request-id").unwrap().to_string();
+    assert_eq!(got.header("probity-capture"), Some(id.as_str()));
+    // SIGTERM drains the queue: the capture is on disk when the process ends.
+    probity.signal("TERM");
+    assert_eq!(probity.exit_code().await, Some(0));
+
+    let json = files(&dir.0, ".json");
+    assert_eq!(json.len(), 1, "{json:?}");
+    let path = json[0].to_string_lossy().to_string();
+    assert!(
+        path.contains("/dt=") && path.contains("/hour=") && path.ends_with(&format!("/{id}.json")),
+        "{path}"
+    );
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json[0]).unwrap()).unwrap();
+    assert_eq!(stored["outcome"], "normalized");
+    assert_eq!(stored["dialect"], "openai");
+    assert_eq!(stored["route"], "openai");
+    assert_eq!(stored["body_sha256"].as_str().unwrap().len(), 64);
+    assert!(!stored["instance"].as_str().unwrap().is_empty());
+
+    let probity = Probity::start(&config);
+    let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    assert_eq!(capture.status, 200);
+    assert_eq!(
+        capture.body,
+        embeddings_body(r#""4""#).as_bytes(),
+        "byte-identical"
+    );
+    assert_eq!(capture.header("probity-upstream-x-upstream"), Some("kept"));
+    assert_eq!(capture.header("probity-upstream-status"), Some("200"));
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(ids(&listing), [id]);
+}
+
+#[tokio::test]
+async fn the_oldest_captures_are_evicted_by_bytes_and_by_age() {
+    let dir = TempDir::new();
+    // A week-old capture, written before this process: past max_age.
+    plant(&dir.0, "2020-01-01", 0, "ancient", "openai", "rejected");
+    let upstream = normalizing_upstream().await;
+    let body_bytes = embeddings_body(r#""4""#).len();
+    let capture = format!(
+        "store = \"{}\"\nmax_bytes = {}\nmax_age = \"1d\"",
+        dir.store(),
+        body_bytes * 2
+    );
+    let probity = Probity::start(&with_store(&upstream, "", &capture));
+    let mut sent = Vec::new();
+    for _ in 0..4 {
+        let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        sent.push(got.header("x-request-id").unwrap().to_string());
+    }
+    // Two bodies fit: the two newest stay, on disk and listed.
+    let mut left: Vec<String> = until_files(&dir.0, ".json", 2)
+        .await
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
+        .collect();
+    left.sort();
+    let mut newest = vec![sent[2].clone(), sent[3].clone()];
+    newest.sort();
+    assert_eq!(
+        left, newest,
+        "the oldest evicted first; the ancient one by age"
+    );
+    until_files(&dir.0, ".body", 2).await;
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(ids(&listing), [sent[3].clone(), sent[2].clone()]);
+    let gone = get(&probity.admin_url("/captures/ancient")).await;
+    assert_eq!(gone.status, 404);
+}
+
+#[tokio::test]
+async fn a_torn_capture_is_never_listed() {
+    let dir = TempDir::new();
+    let part = plant(&dir.0, "2026-11-30", 10, "whole", "openai", "normalized");
+    // A write cut short at each step: a temporary file, a metadata object
+    // without its body, a truncated metadata object.
+    std::fs::write(part.join("temp.json#12345"), "{").unwrap();
+    std::fs::write(part.join("temp.body#12346"), "x").unwrap();
+    let lone = meta(
+        "lone",
+        "2026-11-30T10:00:00.000Z",
+        "openai",
+        "rejected",
+        b"",
+    );
+    std::fs::write(part.join("lone.json"), lone).unwrap();
+    std::fs::write(part.join("cut.body"), "body of cut").unwrap();
+    let whole = meta(
+        "cut",
+        "2026-11-30T10:00:00.000Z",
+        "openai",
+        "rejected",
+        b"x",
+    );
+    std::fs::write(part.join("cut.json"), &whole[..whole.len() / 2]).unwrap();
+
+    let upstream = normalizing_upstream().await;
+    let capture = format!("store = \"{}\"\nmax_age = \"3650d\"", dir.store());
+    let probity = Probity::start(&with_store(&upstream, "", &capture));
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(ids(&listing), ["whole"]);
+    for id in ["lone", "cut", "temp"] {
+        let got = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(got.status, 404, "{id}");
+    }
+    let whole = get(&probity.admin_url("/captures/whole")).await;
+    assert_eq!(whole.text(), "body of whole");
+}
+
+#[tokio::test]
+async fn a_hundred_thousand_captures_are_listed_newest_first_quickly() {
+    const N: usize = 100_000;
+    const HOURS: usize = 1000;
+    let dir = TempDir::new();
+    let wrote = Instant::now();
+    // Spread over 1,000 hours (about six weeks), 100 an hour; four writers.
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let dir = &dir.0;
+            scope.spawn(move || {
+                for hour in (writer..HOURS).step_by(4) {
+                    plant_hour(dir, hour, N / HOURS);
+                }
+            });
+        }
+    });
+    eprintln!("wrote {N} captures in {:?}", wrote.elapsed());
+
+    let upstream = normalizing_upstream().await;
+    let capture = format!("store = \"{}\"\nmax_age = \"36500d\"", dir.store());
+    let started = Instant::now();
+    let probity = Probity::start(&with_store(&upstream, "", &capture));
+    let start_up = started.elapsed();
+    // Serving does not wait for the index; listing does.
+    let indexed = loop {
+        let line = probity
+            .logs()
+            .into_iter()
+            .find(|l| l["message"] == "capture store indexed");
+        if let Some(line) = line {
+            break line;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "not indexed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(indexed["captures"], N);
+
+    let listed = Instant::now();
+    let page = get(&probity.admin_url("/captures?limit=50")).await.json();
+    let first_page = listed.elapsed();
+    let got = ids(&page);
+    assert_eq!(got.len(), 50);
+    assert!(
+        got[0].starts_with(&format!("c{:04}-", HOURS - 1)),
+        "{got:?}"
+    );
+    let next = page["next"].as_str().unwrap().to_string();
+    assert_eq!(next, got[49]);
+
+    let listed = Instant::now();
+    let url = format!("/captures?limit=50&before={next}&route=openai&outcome=rejected");
+    let filtered = get(&probity.admin_url(&url)).await.json();
+    let filtered_page = listed.elapsed();
+    assert_eq!(ids(&filtered).len(), 50);
+    assert!(filtered["captures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["route"] == "openai" && c["outcome"] == "rejected"));
+    eprintln!(
+        "{N} captures: listening after {start_up:?}, indexed in {} ms, first page of 50 in {first_page:?}, \
+         a filtered page (1 in 20 match) in {filtered_page:?}",
+        indexed["index_ms"]
+    );
+    assert!(first_page < Duration::from_secs(2), "{first_page:?}");
+    assert!(filtered_page < Duration::from_secs(5), "{filtered_page:?}");
+    drop(probity);
+    let removed = Instant::now();
+    drop(dir);
+    eprintln!(
+        "removed in {:?}; the test took {:?}",
+        removed.elapsed(),
+        wrote.elapsed()
+    );
+}
+
+/// Plants `n` captures in hour `hour` after 2024-10-04 00:00 (day 20,000).
+fn plant_hour(dir: &Path, hour: usize, n: usize) {
+    let day = civil(20_000 + (hour / 24) as i64);
+    let folder = dir.join(format!("dt={day}/hour={:02}/planted", hour % 24));
+    std::fs::create_dir_all(&folder).unwrap();
+    for i in 0..n {
+        let id = format!("c{hour:04}-{i:03}");
+        let route = if i % 2 == 0 { "openai" } else { "ollama" };
+        let outcome = if i % 10 == 0 {
+            "rejected"
+        } else {
+            "normalized"
+        };
+        let time = format!("{day}T{:02}:00:00.000Z", hour % 24);
+        std::fs::write(folder.join(format!("{id}.body")), &id).unwrap();
+        let json = meta(&id, &time, route, outcome, id.as_bytes());
+        std::fs::write(folder.join(format!("{id}.json")), json).unwrap();
+    }
+}
+
+/// `YYYY-MM-DD` of days since 1970-01-01.
+fn civil(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[tokio::test]
+async fn a_failing_store_changes_no_answer() {
+    let dir = TempDir::new();
+    let store = dir.0.join("store");
+    let upstream = normalizing_upstream().await;
+    let capture = format!("store = \"{}\"", store.display());
+    let probity = Probity::start(&with_store(&upstream, "", &capture));
+    let before = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+    until_files(&store, ".json", 1).await;
+    // The directory becomes a file: every write fails from now on.
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::write(&store, "not a directory").unwrap();
+    for _ in 0..20 {
+        let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        assert_eq!(got.status, before.status);
+        assert_eq!(got.body, before.body);
+        assert_eq!(
+            got.header("probity-normalized"),
+            before.header("probity-normalized")
+        );
+    }
+    let sample = r#"probity_capture_dropped_total{reason="store_error"}"#;
+    let started = Instant::now();
+    while probity.metric(sample).await != Some(20.0) {
+        assert!(
+            started.elapsed() < STEP,
+            "{:?}",
+            probity.metric(sample).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let errors = probity
+        .metric(r#"probity_capture_writes_total{result="error"}"#)
+        .await;
+    assert_eq!(errors, Some(20.0));
+    assert_eq!(
+        probity
+            .metric(r#"probity_capture_writes_total{result="ok"}"#)
+            .await,
+        Some(1.0)
+    );
+    assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
+    // The listing still answers; no failed capture is in it.
+    let listing = get(&probity.admin_url("/captures")).await;
+    assert_eq!(listing.status, 200);
+    assert!(ids(&listing.json()).len() <= 1);
+}
+
+#[tokio::test]
+async fn a_route_captures_all_or_nothing_as_configured() {
+    let valid = embeddings_body("2");
+    let normalizing = embeddings_body(r#""2""#);
+    let upstream = Upstream::start(move |request| {
+        let body = if request.target.contains("bad") {
+            normalizing.clone()
+        } else {
+            valid.clone()
+        };
+        Reply::json(200, body)
+    })
+    .await;
+    let routes = format!(
+        "{}{}",
+        route(
+            "all",
+            "/all",
+            &upstream.url(),
+            "openai",
+            "capture = \"all\"\ncapture_sample = 1.0"
+        ),
+        route(
+            "off",
+            "/off",
+            &upstream.url(),
+            "openai",
+            "capture = \"off\""
+        ),
+    );
+    let probity = Probity::start(&config(
+        "",
+        &format!("{routes}\n[capture]\nstore = \"memory:\"\n"),
+    ));
+    let valid = post(&probity.url("/all/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+    let id = valid.header("x-request-id").unwrap().to_string();
+    assert_eq!(valid.header("probity-capture"), Some(id.as_str()));
+    let bad = post(&probity.url("/off/bad/embeddings"), EMBEDDINGS_REQUEST).await;
+    assert_eq!(
+        bad.header("probity-normalized"),
+        Some("/usage/prompt_tokens")
+    );
+    assert_eq!(bad.header("probity-capture"), None);
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(ids(&listing), std::slice::from_ref(&id));
+    assert_eq!(listing["captures"][0]["outcome"], "passed");
+    let passed = get(&probity.admin_url("/captures?outcome=passed&route=all"))
+        .await
+        .json();
+    assert_eq!(ids(&passed), [id]);
+    let none = get(&probity.admin_url("/captures?outcome=rejected"))
+        .await
+        .json();
+    assert_eq!(ids(&none).len(), 0);
+}
+
+#[tokio::test]
+async fn duckdb_counts_outcomes_per_route_and_day_over_the_directory() {
+    let has_duckdb = std::process::Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_duckdb,
+        "the duckdb Python package is missing: install it (python3 -m pip install duckdb; .ci/run does)"
+    );
+    let dir = TempDir::new();
+    let upstream = Upstream::start(move |request| {
+        let body = if request.target.contains("bad") {
+            embeddings_body(r#""4""#)
+        } else {
+            r#"{"data": []}"#.to_string()
+        };
+        Reply::json(200, body)
+    })
+    .await;
+    let capture = format!("store = \"{}\"", dir.store());
+    let probity = Probity::start(&with_store(&upstream, "", &capture));
+    for path in ["bad", "bad", "bad", "broken"] {
+        let url = probity.url(&format!("/openai/{path}/embeddings"));
+        post(&url, EMBEDDINGS_REQUEST).await;
+    }
+    until_files(&dir.0, ".json", 4).await;
+    let query = format!(
+        "SELECT route, outcome, CAST(dt AS VARCHAR) AS day, count(*) AS n \
+         FROM read_json('{}/dt=*/hour=*/*/*.json', hive_partitioning = true) \
+         GROUP BY ALL ORDER BY outcome",
+        dir.store()
+    );
+    let script =
+        format!("import duckdb, json\nprint(json.dumps(duckdb.sql({query:?}).fetchall()))");
+    let output = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let today = &files(&dir.0, ".json")[0];
+    let day = today
+        .ancestors()
+        .filter_map(|p| {
+            p.file_name()?
+                .to_str()?
+                .strip_prefix("dt=")
+                .map(str::to_string)
+        })
+        .next()
+        .unwrap();
+    assert_eq!(
+        rows,
+        serde_json::json!([
+            ["openai", "normalized", day, 3],
+            ["openai", "rejected", day, 1]
+        ])
+    );
+}
