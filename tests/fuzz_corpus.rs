@@ -38,7 +38,23 @@ const TARGETS: [(&str, Target); 7] = [
 
 /// Inputs that once broke a property, minimized: `(target, what broke,
 /// input)`.
-const FOUND: &[(&str, &str, &[u8])] = &[];
+const FOUND: &[(&str, &str, &[u8])] = &[
+    // Found while writing the stream target's rewrite property (the
+    // fuzzer had not hit it in its first 10 minutes): a nulled value
+    // spread over several `data:` lines took every line between them with
+    // it, here the `event:` line, so the event changed its name...
+    (
+        "stream",
+        "a nulled span over data lines removed the event: line between them",
+        b"openai /v1/chat/completions\xff{}\xffdata: {\"a\":[1,\nevent: x\ndata: 2]}\n\n",
+    ),
+    // ... and here the `id:` line, and with CR line ends.
+    (
+        "stream",
+        "a nulled span over data lines removed the id: line between them",
+        b"ollama /api/chat\xff{}\xffdata: {\"u\":{\"a\":1,\r: c\rid: 7\rdata: \"b\":2}}\r\r",
+    ),
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
