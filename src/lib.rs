@@ -17,6 +17,9 @@ pub mod contract;
 pub(crate) mod error;
 pub(crate) mod figures;
 pub mod forward;
+/// Entry points for the fuzz targets (`fuzz/`) and their seed replay.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inspect;
 pub(crate) mod invariants;
 pub(crate) mod json;

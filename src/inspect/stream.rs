@@ -156,7 +156,8 @@ pub(crate) fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
 }
 
 /// Rewrites one event with the ranges of its data (as [`Event::data`]
-/// joins it) replaced by `null`. Every other byte of the event stays as
+/// joins it) replaced by `null` (a range over several data lines keeps
+/// their line breaks: see [`data_pieces`]). Every other byte of the event stays as
 /// received: its other fields (`id:`, `retry:`, `event:`), comments, line
 /// endings, an unterminated last line. For SSE, `comment` goes first as a
 /// comment line ending the way the event's lines do.
@@ -167,9 +168,9 @@ pub(crate) fn rewrite(
     comment: Option<&str>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len() + 64);
-    let spans: Vec<Range<usize>> = match framing {
+    let mut replacements: Vec<(Range<usize>, &[u8])> = match framing {
         // The line's data starts at its first byte.
-        Framing::Ndjson => nulls.to_vec(),
+        Framing::Ndjson => nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect(),
         Framing::Sse => {
             if let Some(comment) = comment {
                 let eol = match raw.iter().position(|b| matches!(b, b'\r' | b'\n')) {
@@ -193,25 +194,36 @@ pub(crate) fn rewrite(
                     joined += value.len() + 1;
                 }
             }
-            let to_raw = |offset: usize, end: bool| {
-                values
-                    .iter()
-                    .find(|(at, value)| {
-                        let past = if end { offset > *at } else { offset >= *at };
-                        past && offset <= at + value.len()
-                    })
-                    .map(|(at, value)| value.start + offset - at)
-            };
-            nulls
-                .iter()
-                .filter_map(|r| Some(to_raw(r.start, false)?..to_raw(r.end, true)?))
-                .collect()
+            nulls.iter().flat_map(|r| data_pieces(&values, r)).collect()
         }
     };
-    let mut replacements: Vec<(Range<usize>, &[u8])> =
-        spans.into_iter().map(|r| (r, &b"null"[..])).collect();
     out.extend_from_slice(&crate::json::replace(raw, &mut replacements));
     out
+}
+
+/// The bytes of `raw` a span of the joined data covers, line by line:
+/// `null` in the line where it starts, the covered values of the data
+/// lines after it removed. The lines themselves stay, and so does every
+/// line between them that is not data (`event:`, `id:`, a comment): a
+/// span over several lines becomes `null` and the line breaks it held.
+/// `values`: each data line's offset in the joined data and its value's
+/// range in `raw`.
+fn data_pieces(
+    values: &[(usize, Range<usize>)],
+    span: &Range<usize>,
+) -> Vec<(Range<usize>, &'static [u8])> {
+    let mut pieces: Vec<(Range<usize>, &'static [u8])> = Vec::new();
+    for (at, value) in values {
+        // The part of this line's value (and its line break) the span covers.
+        let (from, to) = (span.start.max(*at), span.end.min(at + value.len()));
+        let starts_here = span.start >= *at && span.start <= at + value.len();
+        if from > to || (pieces.is_empty() && !starts_here) || (from == to && !pieces.is_empty()) {
+            continue;
+        }
+        let covered = value.start + (from - at)..value.start + (to - at);
+        pieces.push((covered, if pieces.is_empty() { b"null" } else { b"" }));
+    }
+    pieces
 }
 
 /// Writes an event carrying `data` in the stream's framing, keeping the

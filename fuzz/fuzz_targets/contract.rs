@@ -1,0 +1,9 @@
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Err(broken) = probity::fuzzing::contract(data) {
+        panic!("contract: {broken}");
+    }
+});

@@ -1,0 +1,627 @@
+//! Entry points for the fuzz targets in `fuzz/` and for the replay of their
+//! seeds in `tests/fuzz_corpus.rs`.
+//!
+//! Why it exists: the code worth fuzzing (the inspectors, the stream
+//! splitter, batch splitting and stitching, the contract validator, the
+//! configuration) is mostly crate-private, and a cargo-fuzz crate sits
+//! outside this one. Each function here takes the fuzzer's bytes, drives
+//! the very functions the server calls (no copy of their logic), and
+//! checks a property of what they return. `Err` means a property broke;
+//! an input that is merely rejected (not JSON, a payload violation, a bad
+//! configuration) is `Ok`. Hidden from the docs: not part of the API.
+//!
+//! An input is a list of parts joined by the byte `0xFF` (see [`pack`]),
+//! which never occurs in UTF-8 text. The first part is a header line
+//! `<dialect> <path>` naming the endpoint (the stitch target adds the
+//! batch size: `<dialect> <path> <max>`); the others are per target.
+//!
+//! The property every inspector target asserts is the one
+//! `tests/property.rs` asserts over sockets: the answer is the upstream's
+//! bytes, or those bytes with exactly the listed figure spans replaced by
+//! `null`, or a rejection.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body::{Body, Frame};
+
+use crate::batch::{self, Part};
+use crate::capture::CaptureStore;
+use crate::config::{self, CaptureConfig};
+use crate::contract::{SchemaCache, REASONS};
+use crate::forward::ForwardError;
+use crate::inspect::stream::{self, Framing};
+use crate::inspect::{self, Checked, Contracts, Dialect, Endpoint, Exchange, Verdict};
+use crate::json::{Document, Scanner};
+use crate::route::RouteTable;
+use crate::server::{CheckedStream, StreamContext};
+
+/// The byte between the parts of an input.
+pub const SEPARATOR: u8 = 0xFF;
+
+/// Joins parts into one fuzz input (the seeds' format).
+pub fn pack(parts: &[&[u8]]) -> Vec<u8> {
+    parts.join(&SEPARATOR)
+}
+
+fn unpack(input: &[u8]) -> Vec<&[u8]> {
+    input.split(|b| *b == SEPARATOR).collect()
+}
+
+/// The dialect and endpoint a header line `<dialect> <path> ...` names.
+fn endpoint_of(header: &[u8]) -> Option<(&'static dyn Dialect, &'static Endpoint, &str)> {
+    let header = std::str::from_utf8(header).ok()?;
+    let mut words = header.split(' ');
+    let dialect = inspect::dialect(words.next()?)?;
+    let path = words.next()?;
+    Some((dialect, dialect.endpoint(path)?, path))
+}
+
+/// Which inspector target an endpoint belongs to, by its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Embeddings,
+    Rerank,
+    /// Every other inspected endpoint: chat, completions, messages,
+    /// generate.
+    Chat,
+}
+
+fn kind(path: &str) -> Kind {
+    let path = path.to_ascii_lowercase();
+    if path.contains("rerank") {
+        Kind::Rerank
+    } else if path.contains("embed") {
+        Kind::Embeddings
+    } else {
+        Kind::Chat
+    }
+}
+
+/// The inspector target (`embeddings`, `rerank` or `chat`) whose input
+/// starts with this header line, if its endpoint is inspected.
+pub fn inspector(header: &str) -> Option<&'static str> {
+    let (_, _, path) = endpoint_of(header.as_bytes())?;
+    Some(match kind(path) {
+        Kind::Embeddings => "embeddings",
+        Kind::Rerank => "rerank",
+        Kind::Chat => "chat",
+    })
+}
+
+/// `inspect` of a 200 answer to a POST, without headers or contracts: the
+/// only rewrite possible is figures replaced by `null`.
+fn inspect_body(endpoint: &Endpoint, request: &Bytes, response: &Bytes) -> Verdict {
+    let cache = SchemaCache::new(4);
+    let contracts = Contracts {
+        config: None,
+        cache: &cache,
+    };
+    let headers = HeaderMap::new();
+    let exchange = Exchange {
+        method: &Method::POST,
+        request_body: request,
+        status: StatusCode::OK,
+        response_headers: &headers,
+        response_body: response,
+    };
+    inspect::inspect(endpoint, &exchange, &contracts)
+}
+
+/// The input with `nulls` (sorted, disjoint, in range) replaced by `null`.
+fn nulled(input: &[u8], nulls: &[Range<usize>]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut at = 0;
+    for range in nulls {
+        if range.start < at || range.start >= range.end || range.end > input.len() {
+            return Err(format!(
+                "null spans not sorted, disjoint, in range: {nulls:?}"
+            ));
+        }
+        out.extend_from_slice(input.get(at..range.start).unwrap_or_default());
+        out.extend_from_slice(b"null");
+        at = range.end;
+    }
+    out.extend_from_slice(input.get(at..).unwrap_or_default());
+    Ok(out)
+}
+
+/// A checked body is the input, or the input with the listed spans
+/// replaced by `null`; that body is JSON again.
+fn check_rewrite(input: &[u8], checked: &Checked) -> Result<(), String> {
+    let expected = nulled(input, &checked.judgement.nulls)?;
+    let body = checked.body.as_deref().unwrap_or(input);
+    if body != expected.as_slice() {
+        return Err(format!(
+            "the answer is not the input with {:?} nulled: {}",
+            checked.judgement.nulls,
+            String::from_utf8_lossy(body)
+        ));
+    }
+    Document::parse(body)
+        .map(|_| ())
+        .map_err(|e| format!("the rewritten body is not JSON ({e})"))
+}
+
+fn whole_body(input: &[u8], wanted: Kind) -> Result<(), String> {
+    let parts = unpack(input);
+    let [header, request, response, ..] = parts.as_slice() else {
+        return Ok(());
+    };
+    let Some((_, endpoint, path)) = endpoint_of(header) else {
+        return Ok(());
+    };
+    if kind(path) != wanted {
+        return Ok(());
+    }
+    let request = Bytes::copy_from_slice(request);
+    let response = Bytes::copy_from_slice(response);
+    let Verdict::Checked(checked) = inspect_body(endpoint, &request, &response) else {
+        return Ok(());
+    };
+    check_rewrite(&response, &checked)?;
+    // What was rewritten is judged sound, with nothing left to null.
+    if let Some(body) = &checked.body {
+        match inspect_body(endpoint, &request, body) {
+            Verdict::Checked(again) if again.judgement.nulls.is_empty() => {}
+            again => return Err(format!("the rewritten body, judged again: {again:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Embeddings inspectors: `<dialect> <path>`, request, response.
+pub fn embeddings(input: &[u8]) -> Result<(), String> {
+    whole_body(input, Kind::Embeddings)
+}
+
+/// Rerank inspectors: `<dialect> <path>`, request, response.
+pub fn rerank(input: &[u8]) -> Result<(), String> {
+    whole_body(input, Kind::Rerank)
+}
+
+/// Chat (and completions, messages, generate) inspectors: `<dialect>
+/// <path>`, request, response.
+pub fn chat(input: &[u8]) -> Result<(), String> {
+    whole_body(input, Kind::Chat)
+}
+
+/// The body's bytes in pieces: each byte of `cuts` is the length of the
+/// next piece less one; the rest is the last piece.
+fn pieces<'a>(body: &'a [u8], cuts: &[u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    for cut in cuts {
+        let (piece, after) = rest.split_at(rest.len().min(usize::from(*cut) + 1));
+        out.push(piece);
+        rest = after;
+    }
+    out.push(rest);
+    out
+}
+
+/// The complete events at the start of `buffer`, and where the rest starts.
+fn take_events(
+    framing: Framing,
+    buffer: &[u8],
+    at_end: bool,
+) -> Result<(Vec<&[u8]>, usize), String> {
+    let mut events = Vec::new();
+    let mut at = 0;
+    while let Some(len) = stream::next_event(framing, buffer.get(at..).unwrap_or_default(), at_end)
+    {
+        let event = buffer
+            .get(at..at + len)
+            .filter(|e| !e.is_empty())
+            .ok_or_else(|| format!("next_event gave {len} at {at} of {}", buffer.len()))?;
+        events.push(event);
+        at += len;
+    }
+    Ok((events, at))
+}
+
+/// The events of a stream fed in `pieces`, held the way the checked stream
+/// holds an incomplete one; at the end a last `\r` ends its line and an
+/// unterminated rest is a final event.
+fn events_fed(framing: Framing, pieces: &[&[u8]]) -> Result<Vec<Vec<u8>>, String> {
+    let mut events = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    for piece in pieces {
+        pending.extend_from_slice(piece);
+        let (found, used) = take_events(framing, &pending, false)?;
+        events.extend(found.into_iter().map(<[u8]>::to_vec));
+        pending.drain(..used);
+    }
+    let (found, used) = take_events(framing, &pending, true)?;
+    events.extend(found.into_iter().map(<[u8]>::to_vec));
+    if let Some(rest) = pending.get(used..).filter(|r| !r.is_empty()) {
+        events.push(rest.to_vec());
+    }
+    Ok(events)
+}
+
+/// The lines of an SSE event that are not data lines, as received.
+fn other_lines(raw: &[u8]) -> Vec<&[u8]> {
+    raw.split(|b| matches!(b, b'\r' | b'\n'))
+        .filter(|line| !line.is_empty() && !line.starts_with(b"data"))
+        .collect()
+}
+
+/// Nulling a member of an event's data changes that member alone: the
+/// rewritten event's data is the data with the span replaced by `null`
+/// (followed by the line breaks the span held), and every other line of
+/// the event (`event:`, `id:`, comments) stays as it came.
+fn check_event_rewrite(framing: Framing, raw: &[u8]) -> Result<(), String> {
+    let event = stream::parse_event(framing, raw);
+    if stream::rewrite(framing, raw, &[], None) != raw {
+        return Err("a rewrite with nothing to null changed the event".into());
+    }
+    let Some(data) = event.data.as_deref() else {
+        return Ok(());
+    };
+    let doc = Document::parse(data).ok();
+    let Some(object) = doc.as_ref().and_then(Document::object) else {
+        return Ok(());
+    };
+    for (_, value, _) in object.members() {
+        let span = value.span(data);
+        let rewritten = stream::rewrite(framing, raw, std::slice::from_ref(&span), None);
+        let again = stream::parse_event(framing, &rewritten);
+        let breaks = data
+            .get(span.clone())
+            .unwrap_or_default()
+            .iter()
+            .filter(|b| **b == b'\n');
+        let mut expected = data.get(..span.start).unwrap_or_default().to_vec();
+        expected.extend_from_slice(b"null");
+        expected.extend(breaks);
+        expected.extend_from_slice(data.get(span.end..).unwrap_or_default());
+        if again.data.as_deref() != Some(expected.as_slice())
+            || again.name != event.name
+            || (framing == Framing::Sse && other_lines(&rewritten) != other_lines(raw))
+        {
+            return Err(format!(
+                "nulling {span:?} of {:?} gave {:?}",
+                String::from_utf8_lossy(raw),
+                String::from_utf8_lossy(&rewritten)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The splitter alone, in both framings: the events of a stream fed in
+/// pieces are the events of the stream fed whole, they are its bytes,
+/// and a rewrite of one changes only the nulled span.
+fn check_splitter(body: &[u8], cuts: &[u8]) -> Result<(), String> {
+    for framing in [Framing::Sse, Framing::Ndjson] {
+        let whole = events_fed(framing, &[body])?;
+        let fed = events_fed(framing, &pieces(body, cuts))?;
+        if whole != fed {
+            return Err(format!("{framing:?}: in pieces {fed:?}, whole {whole:?}"));
+        }
+        if whole.concat() != body {
+            return Err(format!(
+                "{framing:?}: the events are not the stream's bytes"
+            ));
+        }
+        for event in &whole {
+            check_event_rewrite(framing, event)?;
+        }
+    }
+    Ok(())
+}
+
+/// A saved stream's body delivered in the given pieces, one per frame.
+struct Pieces(VecDeque<Bytes>);
+
+impl Body for Pieces {
+    type Data = Bytes;
+    type Error = ForwardError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ForwardError>>> {
+        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// What the server's checked stream sends for a body arriving in
+/// `pieces`: its bytes, the invariant that cut it, what became `null`,
+/// and whether an output verdict was given. `None`: no stream judge.
+type Relayed = (Vec<u8>, Option<&'static str>, Vec<String>, bool);
+
+fn relay(
+    endpoint: &Endpoint,
+    dialect: &dyn Dialect,
+    request: &[u8],
+    pieces: &[&[u8]],
+) -> Option<Relayed> {
+    let cache = SchemaCache::new(4);
+    let contracts = Contracts {
+        config: None,
+        cache: &cache,
+    };
+    let judge = inspect::stream_judge(endpoint, request, &contracts).ok()?;
+    let context = StreamContext {
+        route: Arc::from("fuzz"),
+        request_id: HeaderValue::from_static("fuzz"),
+        endpoint: String::new(),
+        status: StatusCode::OK,
+        headers: HeaderMap::new(),
+        captures: Arc::new(CaptureStore::new(CaptureConfig {
+            enabled: false,
+            ..CaptureConfig::default()
+        })),
+        retain_limit: 0,
+        envelope: dialect.error_envelope(),
+        retry_invalid: false,
+    };
+    let source = Pieces(pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect());
+    let mut checked = CheckedStream::new(source, judge, context);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    // The source is always ready: the stream never waits.
+    while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut checked).poll_frame(&mut cx) {
+        if let Ok(data) = frame.into_data() {
+            out.extend_from_slice(&data);
+        }
+    }
+    let findings = checked.findings();
+    Some((
+        out,
+        findings.rejected,
+        findings.pointers.clone(),
+        findings.output.is_some(),
+    ))
+}
+
+/// Streams: `<dialect> <path>`, request, stream body, cuts (one byte per
+/// piece: its length less one). The splitter in both framings, then the
+/// endpoint's checked stream: fed in pieces it sends what it sends fed
+/// whole, and a stream it finds sound passes as the same bytes.
+pub fn stream(input: &[u8]) -> Result<(), String> {
+    let parts = unpack(input);
+    let (header, request, body, cuts) = match parts.as_slice() {
+        [header, request, body] => (*header, *request, *body, &b""[..]),
+        [header, request, body, cuts, ..] => (*header, *request, *body, *cuts),
+        _ => return Ok(()),
+    };
+    check_splitter(body, cuts)?;
+    let Some((dialect, endpoint, _)) = endpoint_of(header) else {
+        return Ok(());
+    };
+    let Some(whole) = relay(endpoint, dialect, request, &[body]) else {
+        return Ok(());
+    };
+    let fed = relay(endpoint, dialect, request, &pieces(body, cuts));
+    if fed.as_ref() != Some(&whole) {
+        return Err(format!(
+            "in pieces {fed:?}, whole {whole:?} ({:?})",
+            String::from_utf8_lossy(&whole.0)
+        ));
+    }
+    let (out, rejected, pointers, verdict) = whole;
+    if rejected.is_none() && pointers.is_empty() && !verdict && out != body {
+        return Err(format!(
+            "a sound stream changed: {:?}",
+            String::from_utf8_lossy(&out)
+        ));
+    }
+    Ok(())
+}
+
+/// One route named `fuzz` of `dialect`, with `extra` appended to its table.
+fn route_config(dialect: &str, extra: &str) -> String {
+    format!(
+        "[[routes]]\nname = \"fuzz\"\nprefix = \"/fuzz\"\nupstream = \"http://127.0.0.1:9\"\n\
+         dialect = \"{dialect}\"\n{extra}\n"
+    )
+}
+
+/// The contract validator: `<dialect> <path>`, request, the route's
+/// `[routes.contract]` TOML (may be empty), the answer text, flags (bit 0
+/// truncated, bit 1 refusal). The verdict names known reasons once each in
+/// their order, is the same when asked twice, names `truncated`,
+/// `refusal` and `invalid_json` when they apply, and its degraded answer
+/// is JSON.
+pub fn contract(input: &[u8]) -> Result<(), String> {
+    let parts = unpack(input);
+    let [header, request, route_toml, answer, rest @ ..] = parts.as_slice() else {
+        return Ok(());
+    };
+    let flags = rest.first().and_then(|f| f.first()).copied().unwrap_or(0);
+    let (truncated, refusal) = (flags & 1 != 0, flags & 2 != 0);
+    let (Ok(header), Ok(route_toml), Ok(answer)) = (
+        std::str::from_utf8(header),
+        std::str::from_utf8(route_toml),
+        std::str::from_utf8(answer),
+    ) else {
+        return Ok(());
+    };
+    let Some((dialect, path)) = header.split_once(' ') else {
+        return Ok(());
+    };
+    let names = inspect::names();
+    let Ok(loaded) = config::load(&route_config(dialect, route_toml), &names) else {
+        return Ok(());
+    };
+    let Ok(routes) = RouteTable::build(&loaded, |_| None) else {
+        return Ok(());
+    };
+    let Some(route) = routes.named("fuzz") else {
+        return Err("the route named fuzz is missing".into());
+    };
+    let Some(endpoint) = route.dialect.endpoint(path) else {
+        return Ok(());
+    };
+    let cache = SchemaCache::new(4);
+    let contracts = Contracts {
+        config: route.contract.as_ref(),
+        cache: &cache,
+    };
+    let Some(contract) = inspect::stream_judge(endpoint, request, &contracts)
+        .ok()
+        .and_then(|judge| judge.contract)
+    else {
+        return Ok(());
+    };
+    let verdict = contract.judge_text(answer, truncated, refusal);
+    let order: Vec<usize> = verdict
+        .reasons
+        .iter()
+        .filter_map(|r| REASONS.iter().position(|known| known == r))
+        .collect();
+    if order.len() != verdict.reasons.len()
+        || !order.windows(2).all(|w| w.first() < w.last())
+        || verdict.sentences.len() != verdict.reasons.len()
+    {
+        return Err(format!(
+            "reasons out of order, unknown or repeated: {verdict:?}"
+        ));
+    }
+    if contract.judge_text(answer, truncated, refusal) != verdict {
+        return Err(format!("a second verdict differs from {verdict:?}"));
+    }
+    let parsed = serde_json::from_str::<serde_json::Value>(answer).is_ok();
+    let named = |reason: &str| verdict.reasons.contains(&reason);
+    if named("truncated") != truncated
+        || named("refusal") != refusal
+        || named("invalid_json") == parsed
+    {
+        return Err(format!("flags {flags}, parsed {parsed}: {verdict:?}"));
+    }
+    if !verdict.valid() {
+        let degraded = contract.degraded(&verdict);
+        if serde_json::from_str::<serde_json::Value>(&degraded).is_err() {
+            return Err(format!("the degraded answer is not JSON: {degraded}"));
+        }
+    }
+    Ok(())
+}
+
+/// Batch splitting and stitching: `<dialect> <path> <max>`, the request,
+/// then the chunks' answers (the last one answers every later chunk).
+/// The chunks hold the request's inputs, in order, at most `max` each;
+/// when every answer passes its chunk's check, the stitched body is JSON
+/// that passes the whole request's check, with no figure left to null.
+pub fn stitch(input: &[u8]) -> Result<(), String> {
+    let parts = unpack(input);
+    let [header, request, answers @ ..] = parts.as_slice() else {
+        return Ok(());
+    };
+    let Some((_, endpoint, _)) = endpoint_of(header) else {
+        return Ok(());
+    };
+    let max = std::str::from_utf8(header)
+        .ok()
+        .and_then(|h| h.split(' ').nth(2)?.parse::<usize>().ok())
+        .unwrap_or(2)
+        .clamp(1, 64);
+    let Some(spec) = endpoint.batch else {
+        return Ok(());
+    };
+    let Some(chunks) = batch::split(request, &spec, max) else {
+        return Ok(());
+    };
+    check_split(request, &chunks, spec.inputs, max)?;
+    let Some(last) = answers.last() else {
+        return Ok(());
+    };
+    let mut parts = Vec::with_capacity(chunks.len());
+    for (i, chunk) in chunks.iter().enumerate() {
+        let answer = Bytes::copy_from_slice(answers.get(i).unwrap_or(last));
+        let Some(part) = checked_part(endpoint, chunk, answer) else {
+            return Ok(()); // a rejected chunk fails the request: nothing to stitch
+        };
+        parts.push(part);
+    }
+    let parts: Vec<&Part> = parts.iter().collect();
+    let Ok(stitched) = batch::stitch(&parts, &spec, endpoint.figures, endpoint.header_figures)
+    else {
+        return Ok(());
+    };
+    let request = Bytes::copy_from_slice(request);
+    match inspect_body(endpoint, &request, &stitched.body) {
+        Verdict::Checked(checked) if checked.judgement.nulls.is_empty() => Ok(()),
+        verdict => Err(format!(
+            "the stitched body {:?}, judged against the whole request: {verdict:?}",
+            String::from_utf8_lossy(&stitched.body)
+        )),
+    }
+}
+
+/// A chunk's answer as the server keeps it once checked; `None` when the
+/// check rejects it.
+fn checked_part(endpoint: &Endpoint, chunk: &Bytes, answer: Bytes) -> Option<Part> {
+    let cache = SchemaCache::new(1);
+    let contracts = Contracts {
+        config: None,
+        cache: &cache,
+    };
+    let headers = HeaderMap::new();
+    let exchange = Exchange {
+        method: &Method::POST,
+        request_body: chunk,
+        status: StatusCode::OK,
+        response_headers: &headers,
+        response_body: &answer,
+    };
+    match inspect::inspect_keeping(endpoint, &exchange, &contracts, Scanner::default()) {
+        (Verdict::Reject(_), _) => None,
+        (_, scan) => Some(Part {
+            headers,
+            body: answer,
+            scan,
+        }),
+    }
+}
+
+/// The texts of the inputs of a request (the first present member).
+fn input_texts(body: &[u8], keys: &[&str]) -> Option<Vec<String>> {
+    let doc = Document::parse(body).ok()?;
+    let request = doc.object()?;
+    let key = keys.iter().find(|k| request.present(k).is_some())?;
+    let inputs = request.present(key)?.array()?;
+    Some(inputs.iter().map(|i| i.text().to_string()).collect())
+}
+
+/// Every chunk is JSON holding at most `max` inputs, and together they
+/// hold the request's inputs in order.
+fn check_split(request: &[u8], chunks: &[Bytes], keys: &[&str], max: usize) -> Result<(), String> {
+    let mut joined = Vec::new();
+    for chunk in chunks {
+        let texts = input_texts(chunk, keys)
+            .ok_or_else(|| format!("a chunk has no inputs: {}", String::from_utf8_lossy(chunk)))?;
+        if texts.is_empty() || texts.len() > max {
+            return Err(format!("a chunk has {} inputs, max {max}", texts.len()));
+        }
+        joined.extend(texts);
+    }
+    if input_texts(request, keys) != Some(joined) {
+        return Err("the chunks do not hold the request's inputs in order".into());
+    }
+    Ok(())
+}
+
+/// The configuration: any TOML text loads or is refused with at least one
+/// problem, never a panic; a loaded one builds its route table or says why.
+pub fn config(input: &[u8]) -> Result<(), String> {
+    let Ok(text) = std::str::from_utf8(input) else {
+        return Ok(());
+    };
+    match config::load(text, &inspect::names()) {
+        Ok(loaded) => match RouteTable::build(&loaded, |_| Some("sk-fuzz".into())) {
+            Err(problems) if problems.0.is_empty() => Err("refused with no problem".into()),
+            _ => Ok(()),
+        },
+        Err(problems) if problems.0.is_empty() => Err("refused with no problem".into()),
+        Err(_) => Ok(()),
+    }
+}
