@@ -31,8 +31,8 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body::{Body, Frame};
 
 use crate::batch::{self, Part};
-use crate::capture::CaptureStore;
-use crate::config::{self, CaptureConfig};
+use crate::capture::Captures;
+use crate::config;
 use crate::contract::{SchemaCache, REASONS};
 use crate::forward::ForwardError;
 use crate::inspect::stream::{self, Framing};
@@ -351,14 +351,17 @@ fn relay(
     let judge = inspect::stream_judge(endpoint, request, &contracts).ok()?;
     let context = StreamContext {
         route: Arc::from("fuzz"),
+        client: None,
         request_id: HeaderValue::from_static("fuzz"),
         endpoint: String::new(),
         status: StatusCode::OK,
         headers: HeaderMap::new(),
-        captures: Arc::new(CaptureStore::new(CaptureConfig {
-            enabled: false,
-            ..CaptureConfig::default()
-        })),
+        dialect: dialect.name(),
+        policy: config::CapturePolicy {
+            mode: config::CaptureMode::Off,
+            sample: 0.0,
+        },
+        captures: Captures::disabled(),
         retain_limit: 0,
         envelope: dialect.error_envelope(),
         retry_invalid: false,
