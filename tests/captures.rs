@@ -208,7 +208,16 @@ async fn the_oldest_captures_are_evicted_by_bytes_and_by_age() {
         let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
         sent.push(got.header("x-request-id").unwrap().to_string());
     }
-    // Two bodies fit: the two newest stay, on disk and listed.
+    // Once all four are written (before, the files on disk are a moment
+    // of the writers' work, not the outcome), two bodies fit: the two
+    // newest stay, on disk and listed.
+    within("four captures written", async {
+        let written = r#"probity_capture_writes_total{result="ok"}"#;
+        while probity.metric(written).await != Some(4.0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     let mut left: Vec<String> = until_files(&dir.0, ".json", 2)
         .await
         .iter()
