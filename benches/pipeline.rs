@@ -20,7 +20,7 @@ mod base64;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use http::{HeaderMap, Method, StatusCode};
+use http::HeaderMap;
 use probity::config::{load, DEFAULT_TOML};
 use probity::config::{CitationsConfig, ContractConfig};
 use probity::contract::{Contract, Requested, SchemaCache};
@@ -156,7 +156,6 @@ fn embeddings_inspection(c: &mut Criterion) {
         config: None,
         cache: &cache,
     };
-    let method = Method::POST;
     let headers = HeaderMap::new();
     let mut group = c.benchmark_group("inspect");
     for (name, layout) in [
@@ -169,13 +168,7 @@ fn embeddings_inspection(c: &mut Criterion) {
     ] {
         let (request, body) = embeddings_body(layout);
         let (request, body) = (Bytes::from(request), Bytes::from(body));
-        let exchange = Exchange {
-            method: &method,
-            request_body: &request,
-            status: StatusCode::OK,
-            response_headers: &headers,
-            response_body: &body,
-        };
+        let exchange = Exchange::answered(&request, &headers, &body);
         assert!(
             matches!(
                 inspect::inspect(endpoint, &exchange, &contracts),

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body::{Body, Frame};
 
 use crate::batch::{self, Part};
@@ -103,13 +103,7 @@ fn inspect_body(endpoint: &Endpoint, request: &Bytes, response: &Bytes) -> Verdi
         cache: &cache,
     };
     let headers = HeaderMap::new();
-    let exchange = Exchange {
-        method: &Method::POST,
-        request_body: request,
-        status: StatusCode::OK,
-        response_headers: &headers,
-        response_body: response,
-    };
+    let exchange = Exchange::answered(request, &headers, response);
     inspect::inspect(endpoint, &exchange, &contracts)
 }
 
@@ -569,13 +563,7 @@ fn checked_part(endpoint: &Endpoint, chunk: &Bytes, answer: Bytes) -> Option<Par
         cache: &cache,
     };
     let headers = HeaderMap::new();
-    let exchange = Exchange {
-        method: &Method::POST,
-        request_body: chunk,
-        status: StatusCode::OK,
-        response_headers: &headers,
-        response_body: &answer,
-    };
+    let exchange = Exchange::answered(chunk, &headers, &answer);
     match inspect::inspect_keeping(endpoint, &exchange, &contracts, Scanner::default()) {
         (Verdict::Reject(_), _) => None,
         (_, scan) => Some(Part {

@@ -5,7 +5,7 @@
 //! fixtures and a user can check a capture or a provider's example.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use crate::capture::Captures;
@@ -105,13 +105,7 @@ fn whole(
     contracts: &Contracts<'_>,
 ) -> Judged {
     let headers = HeaderMap::new();
-    let exchange = Exchange {
-        method: &Method::POST,
-        request_body: request,
-        status: StatusCode::OK,
-        response_headers: &headers,
-        response_body: &response,
-    };
+    let exchange = Exchange::answered(request, &headers, &response);
     match inspect::inspect(endpoint, &exchange, contracts) {
         Verdict::Unchecked => Judged {
             outcome: "unchecked",

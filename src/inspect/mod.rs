@@ -309,6 +309,25 @@ pub struct Exchange<'a> {
     pub response_body: &'a Bytes,
 }
 
+impl<'a> Exchange<'a> {
+    /// A 200 answer to a POST, the only exchange judged whole: how an
+    /// answer that did not come over a socket (a saved file, a fuzz input)
+    /// is judged.
+    pub fn answered(
+        request_body: &'a Bytes,
+        response_headers: &'a HeaderMap,
+        response_body: &'a Bytes,
+    ) -> Self {
+        Self {
+            method: &Method::POST,
+            request_body,
+            status: StatusCode::OK,
+            response_headers,
+            response_body,
+        }
+    }
+}
+
 /// The route's part in output contracts, handed to inspection.
 pub struct Contracts<'a> {
     /// The route's `[routes.contract]`, if any.
