@@ -11,11 +11,18 @@ COPY src ./src
 COPY config ./config
 # Cargo.toml names the benches: their sources must be present to build.
 COPY benches ./benches
-RUN cargo build --release --locked --bin probity
+# Bucket capture stores are cargo features: `--build-arg FEATURES=s3`
+# (or gcs, azure) builds them in.
+ARG FEATURES=""
+RUN cargo build --release --locked --bin probity --features "$FEATURES"
 
 FROM debian:bookworm-slim
+ARG FEATURES=""
 # Upstream TLS uses the web PKI roots compiled into the binary: no CA bundle
-# is needed.
+# is needed, but for a bucket's client, which reads the system's.
+RUN if [ -n "$FEATURES" ]; then apt-get update -qq \
+      && apt-get install -y -qq --no-install-recommends ca-certificates \
+      && rm -rf /var/lib/apt/lists/*; fi
 RUN useradd --system --uid 10001 --no-create-home probity \
     && mkdir -p /etc/probity /var/lib/probity/captures \
     && chown 10001 /var/lib/probity/captures

@@ -65,36 +65,60 @@ pub(crate) struct Index {
 }
 
 impl Index {
-    /// Adds what a scan found, but for what this process wrote meanwhile.
-    pub(crate) fn merge(&mut self, found: Vec<Found>) {
+    /// Adds what a scan found. A request id found twice (a client reused
+    /// it, in another hour or by another instance) is the newest capture's;
+    /// what lost is returned, for a store that deletes it.
+    pub(crate) fn merge(&mut self, found: Vec<Found>) -> Vec<Entry> {
+        let mut superseded = Vec::new();
         for found in found {
-            if self.by_name.contains_key(&found.name) {
-                continue;
+            let entry = Entry {
+                name: found.name,
+                objects: found.objects,
+                bytes: found.bytes,
+                pending: None,
+                summary: Summary::Unread,
+            };
+            match self.by_name.get(&entry.name).copied() {
+                None => {}
+                Some(key)
+                    if self
+                        .by_time
+                        .get(&key)
+                        .is_some_and(|e| e.objects.json == entry.objects.json) =>
+                {
+                    continue
+                }
+                Some(key) if key.0 >= found.time => {
+                    superseded.push(entry);
+                    continue;
+                }
+                Some(_) => {}
             }
-            self.insert(
-                found.time,
-                Entry {
-                    name: found.name,
-                    objects: found.objects,
-                    bytes: found.bytes,
-                    pending: None,
-                    summary: Summary::Unread,
-                },
-            );
+            superseded.extend(self.insert(found.time, entry).1);
         }
+        superseded
     }
 
-    /// Adds an entry (replacing an older one of the same name); its key.
-    pub(crate) fn insert(&mut self, time: SystemTime, entry: Entry) -> Key {
-        if let Some(old) = self.by_name.get(&entry.name).copied() {
-            self.remove(old);
-        }
+    /// Adds an entry; its key, and the entry of the same name it replaced.
+    pub(crate) fn insert(&mut self, time: SystemTime, entry: Entry) -> (Key, Option<Entry>) {
+        let replaced = match self.by_name.get(&entry.name).copied() {
+            Some(old) => self.remove(old),
+            None => None,
+        };
         self.counter += 1;
         let key = (time, self.counter);
         self.bytes += entry.bytes;
         self.by_name.insert(entry.name.clone(), key);
         self.by_time.insert(key, entry);
-        key
+        (key, replaced)
+    }
+
+    /// Whether `json` is the metadata object of the entry named `name`.
+    pub(crate) fn holds(&self, name: &str, json: &object_store::path::Path) -> bool {
+        self.by_name
+            .get(name)
+            .and_then(|key| self.by_time.get(key))
+            .is_some_and(|entry| &entry.objects.json == json)
     }
 
     /// Removes an entry; what it was.

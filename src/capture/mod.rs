@@ -5,9 +5,10 @@
 //! [`Captures::keep`] is all the request path does: it queues the capture
 //! (the body is the `Bytes` already read: a reference count, not a copy)
 //! and indexes it, readable at once; writers put it in the store later.
-//! Layout and reads: `store`; the index: `index`; the queue, the writers
-//! and retention: `writer`.
+//! Layout and reads: `store` (and `buckets`, the cloud backends); the
+//! index: `index`; the queue, the writers and retention: `writer`.
 
+mod buckets;
 mod index;
 mod store;
 mod writer;
@@ -127,6 +128,8 @@ const CREDENTIAL_HEADERS: &[&str] = &[
 ];
 
 impl Meta {
+    /// The metadata of a capture; its body's SHA-256 is left to the writer
+    /// (off the request path).
     fn of(capture: &Capture, instance: &str, body_file: String, kept: bool) -> Self {
         let (outcome, pointers, invariant, reasons) = match &capture.outcome {
             Outcome::Normalized(p) => ("normalized", p.clone(), None, Vec::new()),
@@ -160,13 +163,13 @@ impl Meta {
             upstream_headers,
             body_bytes: capture.body_bytes as u64,
             body_captured: kept,
-            body_sha256: kept.then(|| sha256_hex(&capture.body)),
+            body_sha256: None,
             body: body_file,
         }
     }
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -242,6 +245,7 @@ impl Captures {
             settled: Notify::new(),
             closed: AtomicBool::new(false),
             write_timeout: Duration::from_millis(config.write_timeout_ms),
+            refreshed: Mutex::new(SystemTime::now()),
         });
         let concurrency = usize::try_from(config.write_concurrency).unwrap_or(1);
         tokio::spawn(writer::run(shared.clone(), jobs, concurrency));
@@ -280,6 +284,7 @@ impl Captures {
                 settled: Notify::new(),
                 closed: AtomicBool::new(true),
                 write_timeout: Duration::ZERO,
+                refreshed: Mutex::new(SystemTime::now()),
             }),
             queue,
         })
@@ -314,9 +319,6 @@ impl Captures {
             .objects(capture.time, &self.instance, &name);
         let body_file = objects.body.filename().unwrap_or_default().to_string();
         let meta = Meta::of(&capture, &self.instance, body_file, kept);
-        let Ok(meta_bytes) = serde_json::to_vec(&meta) else {
-            return false;
-        };
         let body = if kept { capture.body } else { Bytes::new() };
         let Ok(permit) = self.queue.try_reserve() else {
             self.shared.drops.dropped(
@@ -327,11 +329,11 @@ impl Captures {
             return false;
         };
         let entry = Entry {
-            name: name.into(),
+            name: name.as_str().into(),
             objects: objects.clone(),
             bytes: body.len() as u64,
             pending: Some(Arc::new(Pending {
-                meta,
+                meta: meta.clone(),
                 body: body.clone(),
             })),
             summary: Summary::Unread,
@@ -339,24 +341,21 @@ impl Captures {
         let Ok(mut index) = self.shared.index.lock() else {
             return false;
         };
-        let key = index.insert(capture.time, entry);
-        let evicted = index.evict(self.shared.bounds, SystemTime::now());
+        let (key, replaced) = index.insert(capture.time, entry);
+        let mut evicted = index.evict(self.shared.bounds, SystemTime::now());
         drop(index);
+        // A reused request id: the newest capture wins, the older one's
+        // objects go (unless they are the same objects, rewritten now).
+        evicted.extend(replaced.filter(|old| old.objects.json != objects.json));
         self.shared.outstanding.fetch_add(1, Ordering::SeqCst);
         permit.send(Job {
             key,
+            name: name.into(),
             objects,
-            meta: Bytes::from(meta_bytes),
+            meta,
             body,
         });
-        if evicted.iter().any(|e| e.pending.is_none()) {
-            let shared = self.shared.clone();
-            tokio::spawn(async move {
-                for entry in evicted.iter().filter(|e| e.pending.is_none()) {
-                    shared.store.remove(&entry.objects).await;
-                }
-            });
-        }
+        self.shared.forget(evicted);
         true
     }
 
@@ -364,10 +363,15 @@ impl Captures {
     /// else from the store.
     pub(crate) async fn get(&self, request_id: &str) -> Option<Stored> {
         self.shared.until_indexed().await;
-        let entry = {
-            let index = self.shared.index.lock().ok()?;
-            let key = index.key_of(&store::segment(request_id))?;
-            index.get(key)?.clone()
+        let name = store::segment(request_id);
+        let entry = match self.shared.entry(&name) {
+            Some(entry) => entry,
+            // Another instance may have written it to a shared bucket.
+            None if self.shared.store.is_bucket() => {
+                self.shared.refresh().await;
+                self.shared.entry(&name)?
+            }
+            None => return None,
         };
         if let Some(pending) = &entry.pending {
             return Some(Stored {
@@ -387,6 +391,7 @@ impl Captures {
     /// A page of captures, the newest first.
     pub(crate) async fn list(&self, query: &Query) -> Result<Page, ListError> {
         self.shared.until_indexed().await;
+        self.shared.refresh().await;
         let mut before = match &query.before {
             Some(id) => {
                 let key = self

@@ -1,10 +1,10 @@
 //! The store's layout, through `object_store` (one interface for a
-//! directory, memory and, later, buckets):
+//! directory, memory and buckets):
 //! `{prefix}/dt=YYYY-MM-DD/hour=HH/{instance}/{name}.json` and `.body`.
 //!
 //! The body is written before the metadata, and each object is written to a
-//! temporary name then renamed (`object_store`'s local backend does so), so
-//! a listed `.json` always has its whole `.body`.
+//! temporary name then renamed (`object_store`'s local backend does so; a
+//! bucket's put is atomic), so a listed `.json` always has its whole `.body`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::{Path, PathPart};
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::{days_from_civil, rfc3339};
 use crate::config::Location;
@@ -48,6 +48,8 @@ pub(crate) struct Found {
 pub(crate) struct Store {
     objects: Arc<dyn ObjectStore>,
     prefix: Path,
+    /// A bucket: shared by a fleet, bounded by its lifecycle rule.
+    bucket: bool,
 }
 
 impl Store {
@@ -57,6 +59,7 @@ impl Store {
     pub(crate) fn open(location: &Location) -> Result<Self, OpenError> {
         let dir = match location {
             Location::Memory => return Ok(Self::memory()),
+            Location::Bucket(url) => return Self::bucket(url),
             Location::Dir(dir) => dir,
         };
         if let Err(err) = std::fs::create_dir_all(dir) {
@@ -75,6 +78,26 @@ impl Store {
         Ok(Self {
             objects: Arc::new(LocalFileSystem::new()),
             prefix,
+            bucket: false,
+        })
+    }
+
+    /// A bucket, from its URL and the standard variables of its cloud
+    /// (`AWS_ENDPOINT_URL`, `AWS_REGION`, keys…). Nothing is fetched yet: a
+    /// bucket that is down makes writes fail, counted, not the start.
+    fn bucket(url: &str) -> Result<Self, OpenError> {
+        let failed = |err: String| OpenError {
+            path: url.to_string(),
+            source: std::io::Error::other(err),
+        };
+        let (_, rest) = url.split_once("://").unwrap_or(("", url));
+        let prefix = rest.split_once('/').map_or("", |(_, prefix)| prefix);
+        let prefix = Path::parse(prefix.trim_matches('/')).map_err(|e| failed(e.to_string()))?;
+        let objects = super::buckets::open(url).map_err(failed)?;
+        Ok(Self {
+            objects,
+            prefix,
+            bucket: true,
         })
     }
 
@@ -83,7 +106,14 @@ impl Store {
         Self {
             objects: Arc::new(InMemory::new()),
             prefix: Path::default(),
+            bucket: false,
         }
+    }
+
+    /// Whether this is a bucket: other instances write to it, and its
+    /// lifecycle rule, not probity, deletes what it holds.
+    pub(crate) fn is_bucket(&self) -> bool {
+        self.bucket
     }
 
     /// Where a capture of `time` by `instance` named `name` is stored.
@@ -141,9 +171,64 @@ impl Store {
     /// its `.body` beside it. Anything else (temporary files, a metadata
     /// object alone, other files) is left out.
     pub(crate) async fn scan(&self) -> object_store::Result<Vec<Found>> {
+        let listed = self.objects.list(Some(&self.prefix));
+        self.complete(listed).await
+    }
+
+    /// The complete captures of the partitions whose hour ends after
+    /// `since`, walked newest first (`dt=`, then `hour=`): what a bucket's
+    /// other writers added lately, without listing the whole bucket.
+    pub(crate) async fn scan_since(&self, since: SystemTime) -> object_store::Result<Vec<Found>> {
+        let mut found = Vec::new();
+        for hour in self.partitions(since).await? {
+            let listed = self.objects.list(Some(&hour));
+            found.extend(self.complete(listed).await?);
+        }
+        Ok(found)
+    }
+
+    /// The `dt=…/hour=…` partitions whose hour ends after `since`, newest first.
+    async fn partitions(&self, since: SystemTime) -> object_store::Result<Vec<Path>> {
+        let mut out = Vec::new();
+        for day in self.children(&self.prefix, "dt=").await? {
+            let Some(day_start) = partition_start(day.filename().unwrap_or(""), "hour=00") else {
+                continue;
+            };
+            if day_start + Duration::from_secs(86_400) <= since {
+                break;
+            }
+            let day_name = day.filename().unwrap_or("").to_string();
+            for hour in self.children(&day, "hour=").await? {
+                let start = partition_start(&day_name, hour.filename().unwrap_or(""));
+                match start {
+                    Some(start) if start + Duration::from_secs(3600) > since => out.push(hour),
+                    Some(_) => break,
+                    None => {}
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sub-folders of `parent` named `{tag}…`, the greatest name first.
+    async fn children(&self, parent: &Path, tag: &str) -> object_store::Result<Vec<Path>> {
+        let listed = self.objects.list_with_delimiter(Some(parent)).await?;
+        let mut children: Vec<Path> = listed
+            .common_prefixes
+            .into_iter()
+            .filter(|p| p.filename().is_some_and(|name| name.starts_with(tag)))
+            .collect();
+        children.sort_by(|a, b| b.cmp(a));
+        Ok(children)
+    }
+
+    /// The complete captures of a listing.
+    async fn complete(
+        &self,
+        mut listed: futures_util::stream::BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> object_store::Result<Vec<Found>> {
         let mut jsons = Vec::new();
         let mut bodies: HashMap<Path, u64> = HashMap::new();
-        let mut listed = self.objects.list(Some(&self.prefix));
         while let Some(meta) = listed.next().await {
             let meta = meta?;
             match meta.location.extension() {
@@ -155,41 +240,42 @@ impl Store {
             }
         }
         let depth = self.prefix.parts().count();
-        let found = jsons
+        Ok(jsons
             .into_iter()
-            .filter_map(|meta| {
-                let parts: Vec<PathPart<'_>> = meta.location.parts().skip(depth).collect();
-                let [day, hour, _instance, file] = parts.as_slice() else {
-                    return None;
-                };
-                let start = partition_start(day.as_ref(), hour.as_ref())?;
-                let name = file.as_ref().strip_suffix(".json")?;
-                let body_path = sibling(&meta.location, &format!("{name}.body"));
-                let bytes = *bodies.get(&body_path)?;
-                let modified = UNIX_EPOCH
-                    + Duration::from_millis(
-                        u64::try_from(meta.last_modified.timestamp_millis()).ok()?,
-                    );
-                // The file's time is the capture's when it was written in its
-                // hour; a file copied or planted later takes its hour's start.
-                let time = if modified >= start && modified < start + Duration::from_secs(7200) {
-                    modified
-                } else {
-                    start
-                };
-                Some(Found {
-                    name: name.into(),
-                    time,
-                    bytes,
-                    objects: Objects {
-                        json: meta.location.clone(),
-                        body: body_path,
-                    },
-                })
-            })
-            .collect();
-        Ok(found)
+            .filter_map(|meta| found(&meta, depth, &bodies))
+            .collect())
     }
+}
+
+/// A metadata object of the layout, with its body found beside it.
+fn found(meta: &ObjectMeta, depth: usize, bodies: &HashMap<Path, u64>) -> Option<Found> {
+    let parts: Vec<PathPart<'_>> = meta.location.parts().skip(depth).collect();
+    let [day, hour, _instance, file] = parts.as_slice() else {
+        return None;
+    };
+    let start = partition_start(day.as_ref(), hour.as_ref())?;
+    let name = file.as_ref().strip_suffix(".json")?;
+    let body_path = sibling(&meta.location, &format!("{name}.body"));
+    let bytes = *bodies.get(&body_path)?;
+    let modified = UNIX_EPOCH
+        + Duration::from_millis(u64::try_from(meta.last_modified.timestamp_millis()).ok()?);
+    // The file's time is the capture's when it was written in its hour (or
+    // the next: a write queued at :59); a file copied or planted later
+    // takes its hour's start.
+    let time = if modified >= start && modified < start + Duration::from_secs(7200) {
+        modified
+    } else {
+        start
+    };
+    Some(Found {
+        name: name.into(),
+        time,
+        bytes,
+        objects: Objects {
+            json: meta.location.clone(),
+            body: body_path,
+        },
+    })
 }
 
 /// `name` in the same directory as `path`.

@@ -9,17 +9,25 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
-use super::index::{Bounds, Index, Key};
-use super::store::{Objects, Store};
+use super::index::{Bounds, Entry, Index, Key};
+use super::store::{Found, Objects, Store};
+use super::{sha256_hex, Meta};
 use crate::telemetry;
 
-/// One capture to write.
+/// One capture to write: its metadata is serialized, and its body hashed,
+/// here, off the request path.
 pub(crate) struct Job {
     pub(crate) key: Key,
+    pub(crate) name: Box<str>,
     pub(crate) objects: Objects,
-    pub(crate) meta: bytes::Bytes,
+    pub(crate) meta: Meta,
     pub(crate) body: bytes::Bytes,
 }
+
+/// How far before the last look at a bucket the next one starts: a capture
+/// is stamped when queued and lands up to a write later, and the clocks of
+/// a fleet differ a little.
+const REFRESH_OVERLAP: Duration = Duration::from_secs(300);
 
 /// Why a capture was dropped: the `reason` label.
 #[derive(Debug, Clone, Copy)]
@@ -92,6 +100,8 @@ pub(crate) struct Shared {
     pub(crate) settled: Notify,
     pub(crate) closed: AtomicBool,
     pub(crate) write_timeout: Duration,
+    /// When a bucket was last looked at for other instances' captures.
+    pub(crate) refreshed: Mutex<SystemTime>,
 }
 
 impl Shared {
@@ -107,16 +117,77 @@ impl Shared {
         let _ = indexed.wait_for(|done| *done).await;
     }
 
-    /// Applies retention; the evicted captures are removed from the store.
+    /// Applies retention: the evicted captures are removed from a
+    /// directory; a bucket's are only forgotten by the index (its
+    /// lifecycle rule deletes them, and they may be another instance's).
     pub(crate) async fn retain(&self) {
         let evicted = match self.index.lock() {
             Ok(mut index) => index.evict(self.bounds, SystemTime::now()),
             Err(_) => return,
         };
-        for entry in evicted {
-            // A capture still being written is removed by its writer.
-            if entry.pending.is_none() {
-                self.store.remove(&entry.objects).await;
+        self.remove(&evicted).await;
+    }
+
+    /// Removes captures the index dropped, in the background.
+    pub(crate) fn forget(self: &Arc<Self>, entries: Vec<Entry>) {
+        if self.store.is_bucket() || entries.iter().all(|e| e.pending.is_some()) {
+            return;
+        }
+        let shared = self.clone();
+        tokio::spawn(async move { shared.remove(&entries).await });
+    }
+
+    async fn remove(&self, entries: &[Entry]) {
+        if self.store.is_bucket() {
+            return;
+        }
+        // A capture still being written is removed by its writer.
+        for entry in entries.iter().filter(|e| e.pending.is_none()) {
+            self.store.remove(&entry.objects).await;
+        }
+    }
+
+    /// The index entry of a capture name.
+    pub(crate) fn entry(&self, name: &str) -> Option<Entry> {
+        let index = self.index.lock().ok()?;
+        let key = index.key_of(name)?;
+        index.get(key).cloned()
+    }
+
+    /// Merges what a scan found; removes what it superseded.
+    async fn merge(&self, found: Vec<Found>) {
+        let superseded = match self.index.lock() {
+            Ok(mut index) => index.merge(found),
+            Err(_) => return,
+        };
+        self.remove(&superseded).await;
+    }
+
+    /// On a bucket, adds to the index what other instances wrote since the
+    /// last look (the partitions of the last hours, newest first).
+    pub(crate) async fn refresh(&self) {
+        if !self.store.is_bucket() {
+            return;
+        }
+        let started = SystemTime::now();
+        let Some(since) = self
+            .refreshed
+            .lock()
+            .ok()
+            .and_then(|at| at.checked_sub(REFRESH_OVERLAP + self.write_timeout))
+        else {
+            return;
+        };
+        match self.store.scan_since(since).await {
+            Ok(found) => {
+                self.merge(found).await;
+                if let Ok(mut at) = self.refreshed.lock() {
+                    *at = (*at).max(started);
+                }
+                self.retain().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "capture bucket not listed: the listing shows what was indexed")
             }
         }
     }
@@ -140,32 +211,53 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Job>, con
 
 async fn write(shared: &Shared, job: Job) {
     let started = Instant::now();
-    let put = shared.store.put(&job.objects, job.meta, job.body);
+    let mut meta = job.meta;
+    if meta.body_captured {
+        meta.body_sha256 = Some(sha256_hex(&job.body));
+    }
+    let meta = match serde_json::to_vec(&meta) {
+        Ok(bytes) => bytes::Bytes::from(bytes),
+        Err(err) => {
+            shared.index.lock().map(|mut i| i.remove(job.key)).ok();
+            shared
+                .drops
+                .dropped(DropReason::StoreError, 1, &err.to_string());
+            return;
+        }
+    };
+    let put = shared.store.put(&job.objects, meta, job.body);
     let failure = match tokio::time::timeout(shared.write_timeout, put).await {
         Ok(Ok(())) => None,
         Ok(Err(err)) => Some((DropReason::StoreError, err.to_string())),
         Err(_) => Some((DropReason::Timeout, "write timed out".to_string())),
     };
     telemetry::capture_written(failure.is_none(), started.elapsed());
-    let kept = match shared.index.lock() {
+    let (kept, rewritten) = match shared.index.lock() {
         Ok(mut index) => {
-            if failure.is_some() {
+            let kept = if failure.is_some() {
                 index.remove(job.key);
                 false
             } else {
                 index.written(job.key)
-            }
+            };
+            // A reused request id queued again in the same hour: the same
+            // objects are the newer capture's now.
+            (kept, index.holds(&job.name, &job.objects.json))
         }
-        Err(_) => false,
+        Err(_) => (false, false),
     };
     match failure {
         Some((reason, detail)) => {
             shared.drops.dropped(reason, 1, &detail);
             // Half a capture (a body alone) is never listed; remove it.
-            shared.store.remove(&job.objects).await;
+            if !rewritten {
+                shared.store.remove(&job.objects).await;
+            }
         }
-        // Evicted while it was being written.
-        None if !kept => shared.store.remove(&job.objects).await,
+        // Evicted (or superseded) while it was being written.
+        None if !kept && !rewritten && !shared.store.is_bucket() => {
+            shared.store.remove(&job.objects).await
+        }
         None => shared.retain().await,
     }
 }
@@ -174,12 +266,22 @@ async fn write(shared: &Shared, job: Job) {
 /// comes to trigger it.
 pub(crate) async fn index_then_age_out(shared: Arc<Shared>, store: String) {
     let started = Instant::now();
-    match shared.store.scan().await {
-        Ok(found) => {
-            if let Ok(mut index) = shared.index.lock() {
-                index.merge(found);
-            }
-        }
+    let scanned = if shared.store.is_bucket() {
+        tracing::info!(
+            store,
+            "captures in a bucket are deleted by its lifecycle rule, never by probity: \
+             max_entries, max_bytes and max_age bound only what this instance indexes"
+        );
+        // Only the partitions within max_age: a fleet's bucket is large.
+        let since = SystemTime::now()
+            .checked_sub(shared.bounds.max_age)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        shared.store.scan_since(since).await
+    } else {
+        shared.store.scan().await
+    };
+    match scanned {
+        Ok(found) => shared.merge(found).await,
         Err(err) => {
             tracing::warn!(error = %err, store, "captures in the store could not be listed")
         }

@@ -160,7 +160,17 @@ pub enum Location {
     Dir(std::path::PathBuf),
     /// This process's memory: lost on exit.
     Memory,
+    /// A bucket, as its URL: `s3://bucket/prefix`, `gs://…` or `az://…`.
+    Bucket(String),
 }
+
+/// The bucket schemes, each with the cargo feature that builds it and
+/// whether this binary was built with it.
+const BUCKETS: &[(&str, &str, bool)] = &[
+    ("s3", "s3", cfg!(feature = "s3")),
+    ("gs", "gcs", cfg!(feature = "gcs")),
+    ("az", "azure", cfg!(feature = "azure")),
+];
 
 impl Location {
     /// `memory:`, `file:///abs/path`, or a plain (absolute or relative) path.
@@ -174,15 +184,33 @@ impl Location {
             }
             return Ok(Self::Dir(std::path::PathBuf::from(path)));
         }
-        if let Some((scheme, _)) = text.split_once("://") {
-            return Err(format!(
-                "\"{scheme}://\" is not built into this binary: use a directory or memory:"
-            ));
+        if let Some((scheme, rest)) = text.split_once("://") {
+            return Self::bucket(text, scheme, rest);
         }
         if text.is_empty() {
             return Err("missing: a directory, file:///path or memory:".into());
         }
         Ok(Self::Dir(std::path::PathBuf::from(text)))
+    }
+
+    /// `scheme://bucket[/prefix]`, when this binary has the scheme's backend.
+    fn bucket(text: &str, scheme: &str, rest: &str) -> Result<Self, String> {
+        let Some((_, feature, built)) = BUCKETS.iter().find(|(s, _, _)| *s == scheme) else {
+            return Err(format!(
+                "\"{scheme}://\" is not a capture store: a directory, file:///path, memory:, s3://, gs:// or az://"
+            ));
+        };
+        if !built {
+            return Err(format!(
+                "\"{scheme}://\" needs the `{feature}` cargo feature, which this binary was built without (cargo build --release --features {feature})"
+            ));
+        }
+        if rest.split('/').next().is_none_or(str::is_empty) {
+            return Err(format!(
+                "\"{text}\": no bucket name ({scheme}://bucket/prefix)"
+            ));
+        }
+        Ok(Self::Bucket(text.to_string()))
     }
 }
 
@@ -467,7 +495,18 @@ mod tests {
             Location::parse("probity-captures"),
             Ok(Location::Dir("probity-captures".into()))
         );
-        assert!(Location::parse("s3://bucket/prefix").is_err());
+        assert_eq!(
+            Location::parse("s3://bucket/prefix").is_ok(),
+            cfg!(feature = "s3")
+        );
+        let unbuilt = Location::parse("az://container/prefix");
+        if !cfg!(feature = "azure") {
+            assert!(unbuilt.unwrap_err().contains("`azure` cargo feature"));
+        }
+        assert!(Location::parse("ftp://host/x").is_err());
+        if cfg!(feature = "s3") {
+            assert!(Location::parse("s3:///prefix").is_err());
+        }
         assert!(Location::parse("file://relative").is_err());
         assert!(Location::parse("").is_err());
     }
