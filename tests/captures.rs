@@ -551,3 +551,56 @@ async fn duckdb_counts_outcomes_per_route_and_day_over_the_directory() {
         ])
     );
 }
+
+#[tokio::test]
+async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart() {
+    let dir = TempDir::new();
+    // One request id captured in two hours (a client reused it): the newer
+    // wins when the index is rebuilt, and the older one's files go.
+    let older = plant(&dir.0, "2026-11-30", 9, "reused", "openai", "rejected");
+    let newer = plant(&dir.0, "2026-11-30", 10, "reused", "openai", "normalized");
+    std::fs::write(newer.join("reused.body"), "the newer body").unwrap();
+    let upstream = normalizing_upstream().await;
+    let capture = format!("store = \"{}\"\nmax_age = \"3650d\"", dir.store());
+    let config = with_store(&upstream, "", &capture);
+    let probity = Probity::start(&config);
+    let got = get(&probity.admin_url("/captures/reused")).await;
+    assert_eq!(got.text(), "the newer body");
+    assert!(!older.join("reused.json").exists(), "the older capture stays");
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(ids(&listing), ["reused"]);
+
+    // Reused once more, now: the newest capture is this one, here and
+    // after a restart, and the older files are gone.
+    let request = http::Request::post(probity.url("/openai/v1/embeddings"))
+        .header("content-type", "application/json")
+        .header("x-request-id", "reused")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            EMBEDDINGS_REQUEST,
+        )))
+        .unwrap();
+    let sent = send(request).await;
+    assert_eq!(sent.header("probity-capture"), Some("reused"));
+    within("the new capture written, the older removed", async {
+        loop {
+            let json = files(&dir.0, ".json");
+            let body = files(&dir.0, ".body");
+            let moved = |found: &[PathBuf]| found.len() == 1 && !found[0].starts_with(&newer);
+            if moved(&json) && moved(&body) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let expected = embeddings_body(r#""4""#);
+    let got = get(&probity.admin_url("/captures/reused")).await;
+    assert_eq!(got.text(), expected);
+    drop(probity);
+
+    let probity = Probity::start(&config);
+    let got = get(&probity.admin_url("/captures/reused")).await;
+    assert_eq!(got.text(), expected);
+    let listing = get(&probity.admin_url("/captures")).await.json();
+    assert_eq!(ids(&listing), ["reused"]);
+}
