@@ -566,7 +566,10 @@ async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart()
     let probity = Probity::start(&config);
     let got = get(&probity.admin_url("/captures/reused")).await;
     assert_eq!(got.text(), "the newer body");
-    assert!(!older.join("reused.json").exists(), "the older capture stays");
+    assert!(
+        !older.join("reused.json").exists(),
+        "the older capture stays"
+    );
     let listing = get(&probity.admin_url("/captures")).await.json();
     assert_eq!(ids(&listing), ["reused"]);
 
@@ -603,4 +606,68 @@ async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart()
     assert_eq!(got.text(), expected);
     let listing = get(&probity.admin_url("/captures")).await.json();
     assert_eq!(ids(&listing), ["reused"]);
+}
+
+#[tokio::test]
+async fn a_chunked_exchange_keeps_one_body_per_chunk_across_a_restart() {
+    let dir = TempDir::new();
+    // Each chunk's answer is distinct (its input in the model name) and
+    // its usage malformed, so the stitched response is captured.
+    let upstream = Upstream::start(|request| {
+        let sent: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let input = sent["input"][0].as_str().unwrap().to_string();
+        let body = format!(
+            r#"{{"object": "list", "data": [{{"object": "embedding", "index": 0, "embedding": [0.5]}}], "model": "m-{input}", "usage": {{"prompt_tokens": "1", "total_tokens": 1}}}}"#
+        );
+        Reply::json(200, body).header("x-chunk", &input)
+    })
+    .await;
+    let capture = format!("store = \"{}\"", dir.store());
+    let config = with_store(&upstream, "max_batch_inputs = 1", &capture);
+    let mut probity = Probity::start(&config);
+    let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let id = got.header("x-request-id").unwrap().to_string();
+    assert_eq!(got.header("probity-capture"), Some(id.as_str()));
+    probity.signal("TERM");
+    assert_eq!(probity.exit_code().await, Some(0));
+
+    let mut bodies: Vec<String> = files(&dir.0, ".body")
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    bodies.sort();
+    assert_eq!(
+        bodies,
+        [format!("{id}.chunk-0.body"), format!("{id}.chunk-1.body")]
+    );
+    let json = files(&dir.0, ".json");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json[0]).unwrap()).unwrap();
+    assert_eq!(meta["outcome"], "stitched");
+    let chunks = meta["chunks"].as_array().unwrap();
+    assert_eq!(chunks.len(), 2);
+    assert_eq!(chunks[1]["body"], format!("{id}.chunk-1.body"));
+    assert_eq!(chunks[1]["body_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(chunks[1]["status"], 200);
+
+    let probity = Probity::start(&config);
+    let whole = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    assert_eq!(whole.header("probity-capture-shape"), Some("chunks"));
+    let listed = whole.json()["chunks"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["headers"]["x-chunk"], "a");
+    let second = get(&probity.admin_url(&format!("/captures/{id}/chunks/1"))).await;
+    assert_eq!(second.status, 200);
+    let on_disk = std::fs::read(json[0].with_file_name(format!("{id}.chunk-1.body"))).unwrap();
+    assert_eq!(second.body, on_disk, "byte-identical");
+    assert!(
+        second.text().contains(r#""model": "m-b""#),
+        "{}",
+        second.text()
+    );
+    assert_eq!(second.header("probity-upstream-x-chunk"), Some("b"));
+    assert_eq!(second.header("probity-upstream-status"), Some("200"));
+    let none = get(&probity.admin_url(&format!("/captures/{id}/chunks/2"))).await;
+    assert_eq!(none.status, 404);
 }

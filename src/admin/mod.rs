@@ -27,7 +27,7 @@ use hyper_util::server::conn::auto;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
-use crate::capture::{Captures, Query, Stored};
+use crate::capture::{Captures, Meta, Query, Stored};
 use crate::telemetry;
 
 /// Reloads the configuration: the routes now in force, or its problems.
@@ -125,12 +125,21 @@ async fn answer(
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n".into()),
         "/captures" | "/captures/" => listing(captures, request.uri().query()).await,
         _ => match path.strip_prefix("/captures/") {
-            Some(id) => match captures.get(id).await {
-                Some(capture) => verbatim(capture),
-                None => text(
-                    StatusCode::NOT_FOUND,
-                    format!("no capture for request id {id}: it was valid, or evicted\n"),
-                ),
+            Some(id) => match chunk_path(id) {
+                Some((id, n)) => match captures.get(id).await.and_then(|c| chunk_of(c, n)) {
+                    Some(chunk) => verbatim(chunk),
+                    None => text(
+                        StatusCode::NOT_FOUND,
+                        format!("no chunk {n} of a capture for request id {id}\n"),
+                    ),
+                },
+                None => match captures.get(id).await {
+                    Some(capture) => verbatim(capture),
+                    None => text(
+                        StatusCode::NOT_FOUND,
+                        format!("no capture for request id {id}: it was valid, or evicted\n"),
+                    ),
+                },
             },
             None => text(
                 StatusCode::NOT_FOUND,
@@ -157,6 +166,12 @@ fn reloaded(request: &Request<Incoming>, reload: &Reload) -> Response<Full<Bytes
             format!("reload refused, the previous configuration keeps serving:\n{problems}\n"),
         ),
     }
+}
+
+/// `{id}/chunks/{n}`: a chunk of a chunked exchange's capture.
+fn chunk_path(path: &str) -> Option<(&str, usize)> {
+    let (id, n) = path.split_once("/chunks/")?;
+    Some((id, n.parse().ok()?))
 }
 
 /// Most captures on one page of a listing.
@@ -255,13 +270,21 @@ fn decode(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The verbatim upstream body; status and headers beside it. A stitched
-/// batch's capture is the list of its chunks' answers, as JSON.
+/// The verbatim upstream body; status and headers beside it. A chunked
+/// exchange's capture is the list of its chunks' answers, as JSON (each
+/// chunk's bytes, verbatim: `/captures/{id}/chunks/{n}`).
 fn verbatim(capture: Stored) -> Response<Full<Bytes>> {
-    let Stored { meta, body } = capture;
-    if meta.outcome == "stitched" {
+    let Stored { meta, body, chunks } = capture;
+    if !meta.chunks.is_empty() || meta.outcome == "stitched" {
+        // A capture written before chunks had bodies of their own holds
+        // this document as its body.
+        let document = if meta.chunks.is_empty() {
+            body
+        } else {
+            chunks_document(&meta, &chunks)
+        };
         let mut response = text(StatusCode::OK, String::new());
-        *response.body_mut() = Full::new(body);
+        *response.body_mut() = Full::new(document);
         response
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -298,6 +321,51 @@ fn verbatim(capture: Stored) -> Response<Full<Bytes>> {
         );
     }
     response
+}
+
+/// `{"chunks": [{"status", "headers": {name: value}, "body": "<text>"}]}`,
+/// in input order.
+fn chunks_document(meta: &Meta, bodies: &[Bytes]) -> Bytes {
+    let listed: Vec<serde_json::Value> = meta
+        .chunks
+        .iter()
+        .zip(bodies)
+        .map(|(chunk, body)| {
+            let headers: serde_json::Map<String, serde_json::Value> = chunk
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.as_str().into()))
+                .collect();
+            serde_json::json!({
+                "status": chunk.status,
+                "headers": headers,
+                "body": String::from_utf8_lossy(body),
+            })
+        })
+        .collect();
+    Bytes::from(serde_json::json!({ "chunks": listed }).to_string())
+}
+
+/// Chunk `n` of a chunked exchange's capture, as a capture of its own:
+/// its status, headers and verbatim bytes.
+fn chunk_of(capture: Stored, n: usize) -> Option<Stored> {
+    let Stored {
+        mut meta, chunks, ..
+    } = capture;
+    let chunk = meta.chunks.get(n)?.clone();
+    let body = chunks.into_iter().nth(n)?;
+    meta.upstream_status = chunk.status;
+    meta.upstream_headers = chunk.headers;
+    meta.body = chunk.body;
+    meta.body_bytes = chunk.body_bytes;
+    meta.body_sha256 = chunk.body_sha256;
+    meta.outcome = "chunk".into();
+    meta.chunks.clear();
+    Some(Stored {
+        meta,
+        body,
+        chunks: Vec::new(),
+    })
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

@@ -10,8 +10,7 @@
 use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, HeaderValue, StatusCode};
-use serde_json::Value;
+use http::{HeaderMap, HeaderValue};
 
 use crate::figures::{self, Domain, Figure, HeaderFigure};
 use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object, Scanner};
@@ -96,28 +95,6 @@ pub(crate) fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Byt
             Some(chunk.freeze())
         })
         .collect()
-}
-
-/// The capture of a chunked exchange: every chunk's verbatim answer, in
-/// input order, as one JSON document:
-/// `{"chunks": [{"status": 200, "headers": {...}, "body": "..."}]}`.
-pub(crate) fn capture_body(answers: &[(StatusCode, &Part)]) -> Bytes {
-    let chunks: Vec<Value> = answers
-        .iter()
-        .map(|(status, part)| {
-            let headers: serde_json::Map<String, Value> = part
-                .headers
-                .iter()
-                .filter_map(|(k, v)| Some((k.to_string(), Value::from(v.to_str().ok()?))))
-                .collect();
-            serde_json::json!({
-                "status": status.as_u16(),
-                "headers": headers,
-                "body": String::from_utf8_lossy(&part.body),
-            })
-        })
-        .collect();
-    Bytes::from(serde_json::json!({ "chunks": chunks }).to_string())
 }
 
 /// One chunk's checked answer, with the scan its check made of it.

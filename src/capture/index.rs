@@ -24,6 +24,8 @@ pub(crate) type Key = (SystemTime, u64);
 pub(crate) struct Pending {
     pub(crate) meta: Meta,
     pub(crate) body: Bytes,
+    /// A chunked exchange's bodies.
+    pub(crate) chunks: Vec<Bytes>,
 }
 
 /// What filters need of a capture's metadata, once read.

@@ -41,8 +41,8 @@ pub(crate) enum Outcome {
     Cut(&'static str),
     /// The model's answer broke its output contract, for these reasons.
     OutputInvalid(Vec<&'static str>),
-    /// A chunked batch, stitched; these pointers became `null`. The body is
-    /// every chunk's verbatim answer, as a JSON list.
+    /// A chunked batch, stitched; these pointers became `null`. Each chunk's
+    /// verbatim answer is kept as its own body (`Capture::chunks`).
     Stitched(Vec<String>),
     /// A valid exchange, kept by a route's `capture = "all"`.
     Passed,
@@ -88,7 +88,30 @@ pub(crate) struct Capture {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+    /// The whole body's size; of a chunked exchange, its chunks' total.
     pub(crate) body_bytes: usize,
+    /// A chunked exchange's answers, in input order (then `body` is empty).
+    pub(crate) chunks: Vec<ChunkAnswer>,
+}
+
+/// One chunk's verbatim answer.
+#[derive(Debug)]
+pub(crate) struct ChunkAnswer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+/// A chunk of a chunked exchange, in its capture's metadata.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ChunkMeta {
+    pub(crate) status: u16,
+    /// Never a credential.
+    pub(crate) headers: Vec<(String, String)>,
+    /// Its body object, beside the metadata: `{request_id}.chunk-{n}.body`.
+    pub(crate) body: String,
+    pub(crate) body_bytes: u64,
+    pub(crate) body_sha256: Option<String>,
 }
 
 /// A capture's metadata object: what `GET /captures` lists and what a query
@@ -112,8 +135,12 @@ pub(crate) struct Meta {
     pub(crate) body_captured: bool,
     /// Of the body object (hex); `null` when the body was not kept.
     pub(crate) body_sha256: Option<String>,
-    /// The body object, beside this one.
+    /// The body object, beside this one; of a chunked exchange, none (its
+    /// chunks' are in `chunks`).
     pub(crate) body: String,
+    /// A chunked exchange's chunks, in input order; absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) chunks: Vec<ChunkMeta>,
 }
 
 /// Response headers that may carry a credential: never stored.
@@ -130,7 +157,8 @@ const CREDENTIAL_HEADERS: &[&str] = &[
 impl Meta {
     /// The metadata of a capture; its body's SHA-256 is left to the writer
     /// (off the request path).
-    fn of(capture: &Capture, instance: &str, body_file: String, kept: bool) -> Self {
+    fn of(capture: &Capture, instance: &str, files: (String, Vec<String>), kept: bool) -> Self {
+        let (body_file, chunk_files) = files;
         let (outcome, pointers, invariant, reasons) = match &capture.outcome {
             Outcome::Normalized(p) => ("normalized", p.clone(), None, Vec::new()),
             Outcome::Rejected(i) => ("rejected", Vec::new(), Some(i.to_string()), Vec::new()),
@@ -142,11 +170,17 @@ impl Meta {
             Outcome::Stitched(p) => ("stitched", p.clone(), None, Vec::new()),
             Outcome::Passed => ("passed", Vec::new(), None, Vec::new()),
         };
-        let upstream_headers = capture
-            .headers
+        let chunks = capture
+            .chunks
             .iter()
-            .filter(|(name, _)| !CREDENTIAL_HEADERS.contains(&name.as_str()))
-            .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+            .zip(chunk_files)
+            .map(|(chunk, body)| ChunkMeta {
+                status: chunk.status.as_u16(),
+                headers: shown(&chunk.headers),
+                body,
+                body_bytes: chunk.body.len() as u64,
+                body_sha256: None,
+            })
             .collect();
         Self {
             request_id: capture.request_id.clone(),
@@ -160,13 +194,23 @@ impl Meta {
             invariant,
             reasons,
             upstream_status: capture.status.as_u16(),
-            upstream_headers,
+            upstream_headers: shown(&capture.headers),
             body_bytes: capture.body_bytes as u64,
             body_captured: kept,
             body_sha256: None,
             body: body_file,
+            chunks,
         }
     }
+}
+
+/// Headers as stored: name and value, in order, credentials left out.
+fn shown(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !CREDENTIAL_HEADERS.contains(&name.as_str()))
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+        .collect()
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -174,11 +218,13 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A capture read back: its metadata and body.
+/// A capture read back: its metadata and body (a chunked exchange's: its
+/// chunks' bodies, in input order, and an empty `body`).
 #[derive(Debug)]
 pub(crate) struct Stored {
     pub(crate) meta: Meta,
     pub(crate) body: Bytes,
+    pub(crate) chunks: Vec<Bytes>,
 }
 
 /// Filters and paging of a listing.
@@ -313,13 +359,24 @@ impl Captures {
         }
         let kept = capture.body_bytes as u64 <= self.max_body;
         let name = store::segment(&capture.request_id);
-        let objects = self
-            .shared
-            .store
-            .objects(capture.time, &self.instance, &name);
-        let body_file = objects.body.filename().unwrap_or_default().to_string();
-        let meta = Meta::of(&capture, &self.instance, body_file, kept);
-        let body = if kept { capture.body } else { Bytes::new() };
+        let objects =
+            self.shared
+                .store
+                .objects(capture.time, &self.instance, &name, capture.chunks.len());
+        let file =
+            |path: &object_store::path::Path| path.filename().unwrap_or_default().to_string();
+        let files = if objects.chunks.is_empty() {
+            (file(&objects.body), Vec::new())
+        } else {
+            (String::new(), objects.chunks.iter().map(file).collect())
+        };
+        let meta = Meta::of(&capture, &self.instance, files, kept);
+        let (body, chunks) = if kept {
+            let chunks = capture.chunks.into_iter().map(|c| c.body).collect();
+            (capture.body, chunks)
+        } else {
+            (Bytes::new(), Vec::new())
+        };
         let Ok(permit) = self.queue.try_reserve() else {
             self.shared.drops.dropped(
                 DropReason::QueueFull,
@@ -331,10 +388,11 @@ impl Captures {
         let entry = Entry {
             name: name.as_str().into(),
             objects: objects.clone(),
-            bytes: body.len() as u64,
+            bytes: meta.body_bytes * u64::from(kept),
             pending: Some(Arc::new(Pending {
                 meta: meta.clone(),
                 body: body.clone(),
+                chunks: chunks.clone(),
             })),
             summary: Summary::Unread,
         };
@@ -354,6 +412,7 @@ impl Captures {
             objects,
             meta,
             body,
+            chunks,
         });
         self.shared.forget(evicted);
         true
@@ -377,6 +436,7 @@ impl Captures {
             return Some(Stored {
                 meta: pending.meta.clone(),
                 body: pending.body.clone(),
+                chunks: pending.chunks.clone(),
             });
         }
         let meta = self.shared.store.read(&entry.objects.json).await.ok()?;
@@ -384,8 +444,23 @@ impl Captures {
         if meta.request_id != request_id {
             return None;
         }
+        if !entry.objects.chunks.is_empty() {
+            let mut chunks = Vec::with_capacity(entry.objects.chunks.len());
+            for chunk in &entry.objects.chunks {
+                chunks.push(self.shared.store.read(chunk).await.ok()?);
+            }
+            return Some(Stored {
+                meta,
+                body: Bytes::new(),
+                chunks,
+            });
+        }
         let body = self.shared.store.read(&entry.objects.body).await.ok()?;
-        Some(Stored { meta, body })
+        Some(Stored {
+            meta,
+            body,
+            chunks: Vec::new(),
+        })
     }
 
     /// A page of captures, the newest first.

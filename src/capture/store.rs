@@ -28,11 +28,13 @@ pub(crate) struct OpenError {
     source: std::io::Error,
 }
 
-/// One capture's two objects.
+/// One capture's objects: its metadata and its body, or (a chunked
+/// exchange) one body per chunk, `{name}.chunk-{n}.body`.
 #[derive(Debug, Clone)]
 pub(crate) struct Objects {
     pub(crate) json: Path,
     pub(crate) body: Path,
+    pub(crate) chunks: Vec<Path>,
 }
 
 /// A capture found in the store by a scan.
@@ -116,8 +118,15 @@ impl Store {
         self.bucket
     }
 
-    /// Where a capture of `time` by `instance` named `name` is stored.
-    pub(crate) fn objects(&self, time: SystemTime, instance: &str, name: &str) -> Objects {
+    /// Where a capture of `time` by `instance` named `name` (of `chunks`
+    /// chunks, or 0) is stored.
+    pub(crate) fn objects(
+        &self,
+        time: SystemTime,
+        instance: &str,
+        name: &str,
+        chunks: usize,
+    ) -> Objects {
         let stamp = rfc3339(time);
         let (day, hour) = (
             stamp.get(..10).unwrap_or(""),
@@ -131,20 +140,31 @@ impl Store {
             .join(PathPart::from(instance));
         Objects {
             json: dir.clone().join(PathPart::from(format!("{name}.json"))),
-            body: dir.join(PathPart::from(format!("{name}.body"))),
+            body: dir.clone().join(PathPart::from(format!("{name}.body"))),
+            chunks: (0..chunks)
+                .map(|n| dir.clone().join(PathPart::from(chunk_file(name, n))))
+                .collect(),
         }
     }
 
-    /// Writes the body, then the metadata that points at it.
+    /// Writes the body (or each chunk's), then the metadata that points at it.
     pub(crate) async fn put(
         &self,
         objects: &Objects,
         meta: Bytes,
         body: Bytes,
+        chunks: Vec<Bytes>,
     ) -> object_store::Result<()> {
-        self.objects
-            .put(&objects.body, PutPayload::from_bytes(body))
-            .await?;
+        if objects.chunks.is_empty() {
+            self.objects
+                .put(&objects.body, PutPayload::from_bytes(body))
+                .await?;
+        }
+        for (path, chunk) in objects.chunks.iter().zip(chunks) {
+            self.objects
+                .put(path, PutPayload::from_bytes(chunk))
+                .await?;
+        }
         self.objects
             .put(&objects.json, PutPayload::from_bytes(meta))
             .await?;
@@ -159,7 +179,8 @@ impl Store {
     /// Removes a capture: the metadata first, so it is never listed without
     /// its body.
     pub(crate) async fn remove(&self, objects: &Objects) {
-        for path in [&objects.json, &objects.body] {
+        let bodies = std::iter::once(&objects.body).chain(&objects.chunks);
+        for path in std::iter::once(&objects.json).chain(bodies) {
             match self.objects.delete(path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(err) => tracing::warn!(error = %err, %path, "capture not removed"),
@@ -256,7 +277,16 @@ fn found(meta: &ObjectMeta, depth: usize, bodies: &HashMap<Path, u64>) -> Option
     let start = partition_start(day.as_ref(), hour.as_ref())?;
     let name = file.as_ref().strip_suffix(".json")?;
     let body_path = sibling(&meta.location, &format!("{name}.body"));
-    let bytes = *bodies.get(&body_path)?;
+    // A chunked exchange's bodies: `.chunk-0.body` onwards, while they last.
+    let chunks: Vec<(Path, u64)> = (0..)
+        .map(|n| sibling(&meta.location, &chunk_file(name, n)))
+        .map_while(|path| Some((path.clone(), *bodies.get(&path)?)))
+        .collect();
+    let (bytes, chunks) = match bodies.get(&body_path) {
+        Some(bytes) => (*bytes, Vec::new()),
+        None if !chunks.is_empty() => (chunks.iter().map(|(_, bytes)| bytes).sum(), chunks),
+        None => return None,
+    };
     let modified = UNIX_EPOCH
         + Duration::from_millis(u64::try_from(meta.last_modified.timestamp_millis()).ok()?);
     // The file's time is the capture's when it was written in its hour (or
@@ -274,8 +304,14 @@ fn found(meta: &ObjectMeta, depth: usize, bodies: &HashMap<Path, u64>) -> Option
         objects: Objects {
             json: meta.location.clone(),
             body: body_path,
+            chunks: chunks.into_iter().map(|(path, _)| path).collect(),
         },
     })
+}
+
+/// The body object of a chunked exchange's chunk `n` (from 0, input order).
+fn chunk_file(name: &str, n: usize) -> String {
+    format!("{name}.chunk-{n}.body")
 }
 
 /// `name` in the same directory as `path`.

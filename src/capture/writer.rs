@@ -22,6 +22,8 @@ pub(crate) struct Job {
     pub(crate) objects: Objects,
     pub(crate) meta: Meta,
     pub(crate) body: bytes::Bytes,
+    /// A chunked exchange's bodies, in input order.
+    pub(crate) chunks: Vec<bytes::Bytes>,
 }
 
 /// How far before the last look at a bucket the next one starts: a capture
@@ -213,7 +215,12 @@ async fn write(shared: &Shared, job: Job) {
     let started = Instant::now();
     let mut meta = job.meta;
     if meta.body_captured {
-        meta.body_sha256 = Some(sha256_hex(&job.body));
+        if meta.chunks.is_empty() {
+            meta.body_sha256 = Some(sha256_hex(&job.body));
+        }
+        for (chunk, body) in meta.chunks.iter_mut().zip(&job.chunks) {
+            chunk.body_sha256 = Some(sha256_hex(body));
+        }
     }
     let meta = match serde_json::to_vec(&meta) {
         Ok(bytes) => bytes::Bytes::from(bytes),
@@ -225,7 +232,7 @@ async fn write(shared: &Shared, job: Job) {
             return;
         }
     };
-    let put = shared.store.put(&job.objects, meta, job.body);
+    let put = shared.store.put(&job.objects, meta, job.body, job.chunks);
     let failure = match tokio::time::timeout(shared.write_timeout, put).await {
         Ok(Ok(())) => None,
         Ok(Err(err)) => Some((DropReason::StoreError, err.to_string())),

@@ -319,6 +319,7 @@ impl CheckedStream {
             headers: std::mem::take(&mut self.context.headers),
             body: self.verbatim.split().freeze(),
             body_bytes: self.upstream_bytes,
+            chunks: Vec::new(),
         };
         self.captured = finish(&scope, &self.findings, verbatim);
     }

@@ -17,6 +17,7 @@ use super::body::Payload;
 use super::exchange::{announce, respond, Call};
 use super::finish::{finish, Findings, Verbatim};
 use crate::batch::{self, BatchSpec, Part};
+use crate::capture::ChunkAnswer;
 use crate::contract::SchemaCache;
 use crate::error::ProxyError;
 use crate::forward::{self, Fetched, Reading, Relay, UpstreamBody};
@@ -160,6 +161,7 @@ fn failed(
                 headers: parts.headers,
                 body_bytes: body.len(),
                 body,
+                chunks: Vec::new(),
             };
             record.captured = finish(&call.scope(record), &findings, verbatim);
             Err(violation.into())
@@ -189,18 +191,22 @@ fn stitched(
 ) -> Result<Response<Payload>, ProxyError> {
     let parts: Vec<&Part> = answers.iter().map(|a| &a.part).collect();
     let status = answers.first().map_or(StatusCode::OK, |a| a.status);
-    // Every chunk's verbatim answer, in input order, is the capture.
-    let body = batch::capture_body(
-        &answers
-            .iter()
-            .map(|a| (a.status, &a.part))
-            .collect::<Vec<_>>(),
-    );
+    // Every chunk's verbatim answer, in input order, is the capture: one
+    // body each.
+    let chunks: Vec<ChunkAnswer> = answers
+        .iter()
+        .map(|a| ChunkAnswer {
+            status: a.status,
+            headers: a.part.headers.clone(),
+            body: a.part.body.clone(),
+        })
+        .collect();
     let verbatim = Verbatim {
         status,
         headers: json_headers(),
-        body_bytes: body.len(),
-        body,
+        body_bytes: chunks.iter().map(|c| c.body.len()).sum(),
+        body: Bytes::new(),
+        chunks,
     };
     let stitched = match batch::stitch(&parts, spec, endpoint.figures, endpoint.header_figures) {
         Ok(stitched) => stitched,

@@ -300,6 +300,7 @@ impl Call<'_> {
             headers: upstream.headers.clone(),
             body: bytes.clone(),
             body_bytes: bytes.len(),
+            chunks: Vec::new(),
         };
         let checked = match verdict {
             Verdict::Unchecked => {

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use crate::capture::{chosen, Capture, Captures, Outcome};
+use crate::capture::{chosen, Capture, Captures, ChunkAnswer, Outcome};
 use crate::config::CapturePolicy;
 use crate::contract::OutputVerdict;
 use crate::telemetry;
@@ -70,6 +70,9 @@ pub(crate) struct Verbatim {
     pub(crate) body: Bytes,
     /// The whole body's size (a stream's retained bytes may be fewer).
     pub(crate) body_bytes: usize,
+    /// A chunked exchange's answers, each kept as its own body (then
+    /// `body` is empty).
+    pub(crate) chunks: Vec<ChunkAnswer>,
 }
 
 /// Where a finished response belongs.
@@ -119,5 +122,6 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         headers: verbatim.headers,
         body: verbatim.body,
         body_bytes: verbatim.body_bytes,
+        chunks: verbatim.chunks,
     })
 }
