@@ -14,7 +14,10 @@
 //! - `POST …/embeddings`: 16 vectors of 1536 floats (about 540 KB), the answer
 //!   to a request of 16 inputs;
 //! - `POST …/huge/embeddings`: `--huge-mb` MB of the same vectors, the answer
-//!   to a request of `huge_inputs` inputs.
+//!   to a request of `huge_inputs` inputs;
+//! - `POST …/normalize10/embeddings`: the embeddings answer, but every tenth
+//!   one (the 10th, 20th, … of the process) carries `"prompt_tokens"` as a
+//!   string, a malformed figure probity normalizes and captures.
 //!
 //! Bodies are never checked: the benchmark sends the matching requests.
 
@@ -32,6 +35,7 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -54,6 +58,10 @@ const STREAM_TOKENS: usize = 20;
 struct Bodies {
     chat: Bytes,
     embeddings: Bytes,
+    /// `embeddings` with its `prompt_tokens` as a string.
+    malformed: Bytes,
+    /// Answers of `…/normalize10/embeddings` so far.
+    normalize10: AtomicU64,
     huge: Option<Bytes>,
     /// role chunk, `STREAM_TOKENS` content chunks, finish, usage, `[DONE]`.
     stream: Vec<Bytes>,
@@ -297,6 +305,13 @@ fn answer(
             Some(huge) => whole(huge.clone()),
             None => status(StatusCode::NOT_FOUND),
         }
+    } else if path.ends_with("/normalize10/embeddings") {
+        let n = bodies.normalize10.fetch_add(1, Ordering::Relaxed) + 1;
+        whole(if n % 10 == 0 {
+            bodies.malformed.clone()
+        } else {
+            bodies.embeddings.clone()
+        })
     } else if path.ends_with("/embeddings") {
         whole(bodies.embeddings.clone())
     } else {
@@ -339,8 +354,21 @@ fn main() {
     } else {
         (None, 0)
     };
+    let tokens = format!("\"prompt_tokens\": {}", EMBEDDINGS_INPUTS * 4);
+    let malformed = String::from_utf8_lossy(&embeddings).replacen(
+        &tokens,
+        &format!("\"prompt_tokens\": \"{}\"", EMBEDDINGS_INPUTS * 4),
+        1,
+    );
+    assert_ne!(
+        malformed.as_bytes(),
+        &embeddings[..],
+        "no prompt_tokens to malform"
+    );
     let bodies = Arc::new(Bodies {
         chat: chat_body(),
+        malformed: Bytes::from(malformed),
+        normalize10: AtomicU64::new(0),
         embeddings,
         huge,
         stream: stream_events(),
