@@ -385,15 +385,13 @@ impl Captures {
             );
             return false;
         };
+        // Shared by the index (readable at once) and the writer: no copy.
+        let pending = Arc::new(Pending { meta, body, chunks });
         let entry = Entry {
             name: name.as_str().into(),
             objects: objects.clone(),
-            bytes: meta.body_bytes * u64::from(kept),
-            pending: Some(Arc::new(Pending {
-                meta: meta.clone(),
-                body: body.clone(),
-                chunks: chunks.clone(),
-            })),
+            bytes: pending.meta.body_bytes * u64::from(kept),
+            pending: Some(pending.clone()),
             summary: Summary::Unread,
         };
         let Ok(mut index) = self.shared.index.lock() else {
@@ -410,9 +408,7 @@ impl Captures {
             key,
             name: name.into(),
             objects,
-            meta,
-            body,
-            chunks,
+            pending,
         });
         self.shared.forget(evicted);
         true

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
-use super::index::{Bounds, Entry, Index, Key};
+use super::index::{Bounds, Entry, Index, Key, Pending};
 use super::store::{Found, Objects, Store};
 use super::{sha256_hex, Meta};
 use crate::telemetry;
@@ -20,10 +20,8 @@ pub(crate) struct Job {
     pub(crate) key: Key,
     pub(crate) name: Box<str>,
     pub(crate) objects: Objects,
-    pub(crate) meta: Meta,
-    pub(crate) body: bytes::Bytes,
-    /// A chunked exchange's bodies, in input order.
-    pub(crate) chunks: Vec<bytes::Bytes>,
+    /// The capture, as the index holds it until it is written.
+    pub(crate) pending: Arc<Pending>,
 }
 
 /// How far before the last look at a bucket the next one starts: a capture
@@ -213,16 +211,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Job>, con
 
 async fn write(shared: &Shared, job: Job) {
     let started = Instant::now();
-    let mut meta = job.meta;
-    if meta.body_captured {
-        if meta.chunks.is_empty() {
-            meta.body_sha256 = Some(sha256_hex(&job.body));
-        }
-        for (chunk, body) in meta.chunks.iter_mut().zip(&job.chunks) {
-            chunk.body_sha256 = Some(sha256_hex(body));
-        }
-    }
-    let meta = match serde_json::to_vec(&meta) {
+    let pending = &job.pending;
+    let meta = match serde_json::to_vec(&hashed(pending)) {
         Ok(bytes) => bytes::Bytes::from(bytes),
         Err(err) => {
             shared.index.lock().map(|mut i| i.remove(job.key)).ok();
@@ -232,7 +222,12 @@ async fn write(shared: &Shared, job: Job) {
             return;
         }
     };
-    let put = shared.store.put(&job.objects, meta, job.body, job.chunks);
+    let put = shared.store.put(
+        &job.objects,
+        meta,
+        pending.body.clone(),
+        pending.chunks.clone(),
+    );
     let failure = match tokio::time::timeout(shared.write_timeout, put).await {
         Ok(Ok(())) => None,
         Ok(Err(err)) => Some((DropReason::StoreError, err.to_string())),
@@ -267,6 +262,20 @@ async fn write(shared: &Shared, job: Job) {
         }
         None => shared.retain().await,
     }
+}
+
+/// A capture's metadata with its body's SHA-256 (or each chunk's).
+fn hashed(pending: &Pending) -> Meta {
+    let mut meta = pending.meta.clone();
+    if meta.body_captured {
+        if meta.chunks.is_empty() {
+            meta.body_sha256 = Some(sha256_hex(&pending.body));
+        }
+        for (chunk, body) in meta.chunks.iter_mut().zip(&pending.chunks) {
+            chunk.body_sha256 = Some(sha256_hex(body));
+        }
+    }
+    meta
 }
 
 /// Indexes what the store holds, then applies `max_age` while no capture
