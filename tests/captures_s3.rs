@@ -18,8 +18,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::*;
 
 /// A scheme of `[capture] store`, the feature that builds it, and whether
@@ -60,7 +58,7 @@ fn a_bucket_whose_backend_is_not_built_is_refused_naming_its_feature() {
 mod s3 {
     use super::*;
     use std::process::{Child, Command, Stdio};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     const EMBEDDINGS_REQUEST: &str = r#"{"model": "m", "input": ["a"]}"#;
     const BUCKET: &str = "probity-captures";
