@@ -122,6 +122,7 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         "Faults in probity itself (a panic caught while serving a request), by route."
     );
     describe_captures();
+    crate::trace::describe();
     describe_counter!(
         UNINSPECTED_TOTAL,
         "Responses passed unchecked because the request could not be read, by reason."
@@ -177,6 +178,8 @@ pub(crate) struct RequestRecord {
     /// retry advice (OpenAI's shape until a route matched).
     pub(crate) envelope: crate::inspect::Envelope,
     pub(crate) retry_invalid: bool,
+    /// The request's span, when spans are exported.
+    pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
 }
 
 impl RequestRecord {
@@ -239,6 +242,13 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
         captured = record.captured,
         "request"
     );
+    if let Some(span) = &record.span {
+        let cut = match ending {
+            Ending::Cut(kind) => Some(kind),
+            Ending::Complete | Ending::ClientGone => None,
+        };
+        span.end(status, cut, ending == Ending::ClientGone);
+    }
 }
 
 // ------------------------------------------------------- per-route series

@@ -65,6 +65,11 @@ pub trait Dialect: Send + Sync {
     /// The name a route's `dialect` key uses, e.g. `openai`.
     fn name(&self) -> &'static str;
 
+    /// The provider, as OpenTelemetry's `gen_ai.provider.name` says it.
+    fn provider(&self) -> &'static str {
+        self.name()
+    }
+
     /// How the provider takes a configured credential. Most take
     /// `Authorization: Bearer`.
     fn credential(&self) -> &'static CredentialSpec {
@@ -164,6 +169,9 @@ pub(crate) fn credential_specs() -> Vec<&'static CredentialSpec> {
 
 /// One checked endpoint of a dialect: its payload check and its figures.
 pub struct Endpoint {
+    /// What the endpoint does, as OpenTelemetry's `gen_ai.operation.name`
+    /// says it: `chat`, `embeddings`, `rerank`, `generate_content`...
+    pub(crate) operation: &'static str,
     /// Checks the payload against what the request asked for.
     pub(crate) check: fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>,
     /// The ancillary figures in the body.
@@ -361,6 +369,36 @@ pub struct Checked {
     /// Why the payload could not be checked against the request (the
     /// request was unreadable): its syntax and figures still were.
     pub(crate) uninspected: Option<&'static str>,
+    /// Which answer this is, as judged.
+    pub(crate) identity: Identity,
+}
+
+/// Which model answered and the response's id, as traces show them: the
+/// id only when it is a well-formed figure (a malformed one was nulled).
+#[derive(Debug, Default)]
+pub(crate) struct Identity {
+    pub(crate) model: Option<String>,
+    pub(crate) id: Option<String>,
+}
+
+impl Identity {
+    fn of(object: &Object<'_>, figures: &[Figure]) -> Self {
+        let text = |key: &str| {
+            let value = object.get(key)?.string()?;
+            (!value.is_empty()).then(|| value.into_owned())
+        };
+        // The id figure's own domain: a non-empty string, or it was nulled.
+        let id = figures
+            .iter()
+            .find(|f| f.domain == figures::Domain::Id)
+            .and_then(|f| f.pointer.strip_prefix('/'))
+            .filter(|key| !key.contains('/'))
+            .and_then(text);
+        Self {
+            model: text("model").or_else(|| text("modelVersion")),
+            id,
+        }
+    }
 }
 
 /// An output contract's verdict on a response.
@@ -463,11 +501,17 @@ fn judge(
             .collect();
         json::replace(body, &mut borrowed)
     });
+    let identity = response
+        .object
+        .as_ref()
+        .map(|object| Identity::of(object, endpoint.figures))
+        .unwrap_or_default();
     Verdict::Checked(Box::new(Checked {
         body,
         judgement,
         output,
         uninspected: checked.err(),
+        identity,
     }))
 }
 

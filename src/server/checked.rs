@@ -52,6 +52,8 @@ pub(crate) struct StreamContext {
     /// error event).
     pub(crate) envelope: crate::inspect::Envelope,
     pub(crate) retry_invalid: bool,
+    /// The request's span, which the stream's findings complete.
+    pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
 }
 
 /// Where a checked stream's bytes come from: the upstream's relay, or
@@ -313,6 +315,7 @@ impl CheckedStream {
             dialect: self.context.dialect,
             policy: self.context.policy,
             captures: &self.context.captures,
+            span: self.context.span.as_deref(),
         };
         let verbatim = Verbatim {
             status: self.context.status,
