@@ -105,6 +105,9 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
             telemetry::output_invalid(task, scope.client, request_id, &verdict.reasons);
         }
     }
+    let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
+    let normalized = !findings.pointers.is_empty();
+    telemetry::route_judged(route, normalized, findings.rejected.is_some(), output);
     let Some(outcome) = chosen(scope.policy, findings.outcome(), request_id.as_bytes()) else {
         return false;
     };
