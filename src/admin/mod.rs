@@ -143,7 +143,10 @@ async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full
         "/status.json" => page::status(ready, started, captures).await,
         "/view.json" => match view_id(request.uri().query()) {
             Some(id) => page::capture_view(captures, &id).await,
-            None => text(StatusCode::BAD_REQUEST, "use /view.json?id=<request id>\n".into()),
+            None => text(
+                StatusCode::BAD_REQUEST,
+                "use /view.json?id=<request id>\n".into(),
+            ),
         },
         "/metrics" => {
             telemetry::runtime_sampled();
@@ -208,8 +211,11 @@ async fn listing(captures: &Captures, query: Option<&str>) -> Response<Full<Byte
         Ok(found) => found,
         Err(err) => return text(StatusCode::BAD_REQUEST, format!("{err}\n")),
     };
-    let entries: Vec<serde_json::Value> =
-        found.captures.into_iter().filter_map(page::listed).collect();
+    let entries: Vec<serde_json::Value> = found
+        .captures
+        .into_iter()
+        .filter_map(page::listed)
+        .collect();
     let body = serde_json::json!({ "captures": entries, "next": found.next }).to_string();
     let mut response = text(StatusCode::OK, body);
     response

@@ -1,6 +1,7 @@
 'use strict';
 // Everything shown is data: nodes are built with text only, never parsed
-// as markup (no innerHTML anywhere), so a body holding <script> is text.
+// as markup (no HTML-parsing sink at all), so a body holding <script> is
+// text.
 (() => {
   const REFRESH_MS = 3000;
   const OUTCOMES = ['all', 'normalized', 'rejected', 'output_invalid', 'cut', 'stitched', 'passed'];

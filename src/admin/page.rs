@@ -93,7 +93,10 @@ pub(super) async fn status(
     let (latest, note) = match tokio::time::timeout(INDEX_WAIT, captures.list(&query)).await {
         Ok(Ok(page)) => (page.captures, Value::Null),
         Ok(Err(err)) => (Vec::new(), err.to_string().into()),
-        Err(_) => (Vec::new(), "the capture store is still being indexed".into()),
+        Err(_) => (
+            Vec::new(),
+            "the capture store is still being indexed".into(),
+        ),
     };
     let body = json!({
         "probity": {
@@ -143,7 +146,8 @@ pub(super) fn listed(mut meta: Meta) -> Option<Value> {
 /// `GET /view.json?id=<request id>`: one capture laid out for the page.
 pub(super) async fn capture_view(captures: &Captures, id: &str) -> Response<Full<Bytes>> {
     let Some(stored) = captures.get(id).await else {
-        let why = json!({ "error": format!("no capture for request id {id}: it was valid, or evicted") });
+        let why =
+            json!({ "error": format!("no capture for request id {id}: it was valid, or evicted") });
         return json_response(StatusCode::NOT_FOUND, &why);
     };
     let mut body = view(&stored.meta, &stored.body);
@@ -183,8 +187,7 @@ pub(super) fn guarded(mut response: Response<Full<Bytes>>) -> Response<Full<Byte
 
 /// A CSP source hash: standard base64 of the text's SHA-256.
 fn sha256_base64(text: &str) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
     let mut out = String::new();
     for chunk in digest.as_ref().chunks(3) {
@@ -222,7 +225,13 @@ mod tests {
 
     #[test]
     fn the_script_never_parses_data_as_markup() {
-        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
             assert!(!SCRIPT.contains(sink), "page.js uses {sink}");
         }
     }

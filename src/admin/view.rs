@@ -13,56 +13,73 @@ use crate::json::{Document, Json};
 /// Bodies larger than this are not laid out (the page links the raw one).
 const MAX_VIEW_BYTES: usize = 4 << 20;
 
+const NOT_FOUND: &str = "not found in the body";
+const STREAMED: &str = "a stream (or not one JSON document): its pointers are listed; \
+                        the delivered body is rebuilt for whole JSON responses";
+
 /// The view of one capture: `verbatim` and `delivered` runs
 /// (`{"text", "pointer"}`; `pointer` is set on a nulled figure), the
 /// pointers not found in the body, and whether `delivered` is exact.
 pub(super) fn view(meta: &Meta, body: &[u8]) -> Value {
-    let whole = |note: &str| Value::String(note.to_string());
-    let plain = vec![run(body, None)];
-    let (verbatim, delivered, note): (Vec<Value>, Option<Vec<Value>>, Value) = if !meta.body_captured {
-        let note = whole("the body was larger than capture.max_bytes: not kept");
-        (Vec::new(), None, note)
-    } else if body.len() > MAX_VIEW_BYTES {
-        let note = whole("the body is too large to lay out here: open the raw capture");
-        (Vec::new(), None, note)
-    } else {
-        match meta.outcome.as_str() {
-            "normalized" => return nulled(meta, body),
-            "passed" => (plain.clone(), Some(plain), Value::Null),
-            "rejected" => (plain, None, whole(&format!(
-                "the client received a 502 provider_invalid_response error ({}), not this body",
-                meta.invariant.as_deref().unwrap_or("-")
-            ))),
-            "cut" => (plain, None, whole(
-                "the stream was cut by an upstream fault: the client received what came before it, then an error",
-            )),
-            "stitched" => (plain, None, whole(
-                "a batch sent as chunks: this is each chunk's verbatim answer; the client received them stitched into one, nulled figures as null",
-            )),
-            _ => (plain, None, whole(
-                "the answer broke its output contract: the client received it annotated (or degraded) as the route's contract says",
-            )),
-        }
+    let shown = |verbatim: Vec<Value>, delivered: Option<Vec<Value>>, note: Option<String>| {
+        json!({
+            "verbatim": verbatim,
+            "exact": delivered.is_some(),
+            "delivered": delivered,
+            "unlocated": [],
+            "note": note,
+        })
     };
-    json!({
-        "verbatim": verbatim,
-        "delivered": delivered,
-        "unlocated": [],
-        "exact": delivered.is_some(),
-        "note": note,
-    })
+    if !meta.body_captured {
+        let note = "the body was larger than capture.max_bytes: not kept";
+        return shown(Vec::new(), None, Some(note.into()));
+    }
+    if body.len() > MAX_VIEW_BYTES {
+        let note = "the body is too large to lay out here: open the raw body";
+        return shown(Vec::new(), None, Some(note.into()));
+    }
+    let plain = vec![run(body, None)];
+    match meta.outcome.as_str() {
+        "normalized" => nulled(meta, body),
+        "passed" => shown(plain.clone(), Some(plain), None),
+        _ => shown(plain, None, Some(undelivered(meta))),
+    }
+}
+
+/// What the client received instead of a body the page does not rebuild.
+fn undelivered(meta: &Meta) -> String {
+    match meta.outcome.as_str() {
+        "rejected" => format!(
+            "the client received a 502 provider_invalid_response error ({}), not this body",
+            meta.invariant.as_deref().unwrap_or("-")
+        ),
+        "cut" => "the stream was cut by an upstream fault: the client received what came \
+                  before it, then an error"
+            .into(),
+        "stitched" => "a batch sent as chunks: this is each chunk's verbatim answer; the client \
+                       received them stitched into one, each pointer null"
+            .into(),
+        _ => format!(
+            "the answer broke its output contract ({}): the client received it annotated \
+             (or degraded) as the route's contract says",
+            meta.reasons.join(", ")
+        ),
+    }
 }
 
 /// A normalized capture: each pointer's value in the body, and the body
 /// with each of them `null`, as the client received it.
 fn nulled(meta: &Meta, body: &[u8]) -> Value {
     let Ok(document) = Document::parse(body) else {
+        // A stream: each event's figures were nulled in that event, and
+        // the capture lists the pointers, not the events.
+        let why = "in a streamed event";
         return json!({
             "verbatim": [run(body, None)],
             "delivered": null,
-            "unlocated": meta.pointers.iter().map(|p| unlocated(p, "a stream: each event's figures were nulled in that event")).collect::<Vec<_>>(),
+            "unlocated": meta.pointers.iter().map(|p| unlocated(p, why)).collect::<Vec<_>>(),
             "exact": false,
-            "note": "a stream (or not one JSON document): the pointers are listed, the delivered body is shown for whole JSON responses",
+            "note": STREAMED,
         });
     };
     let root = document.root();
@@ -75,7 +92,7 @@ fn nulled(meta: &Meta, body: &[u8]) -> Value {
         }
         match resolve(root, pointer) {
             Some(value) => spans.push((value.span(body), pointer)),
-            None => missing.push(unlocated(pointer, "not found in the body")),
+            None => missing.push(unlocated(pointer, NOT_FOUND)),
         }
     }
     // An outer record nulled whole holds its inner figures: one run.
@@ -86,14 +103,14 @@ fn nulled(meta: &Meta, body: &[u8]) -> Value {
             outer.push((range, pointer));
         }
     }
-    let exact = missing.iter().all(|m| m["why"] != "not found in the body");
+    let exact = missing.iter().all(|m| m["why"] != NOT_FOUND);
     let (verbatim, delivered) = runs(body, &outer);
     json!({
         "verbatim": verbatim,
         "delivered": delivered,
         "unlocated": missing,
         "exact": exact,
-        "note": if exact { Value::Null } else { "some pointers were not found: the delivered body may differ".into() },
+        "note": (!exact).then_some("some pointers were not found: the delivered body may differ"),
     })
 }
 
@@ -105,7 +122,10 @@ fn runs(body: &[u8], spans: &[(Range<usize>, &str)]) -> (Vec<Value>, Vec<Value>)
         let before = body.get(at..range.start).unwrap_or_default();
         verbatim.push(run(before, None));
         delivered.push(run(before, None));
-        verbatim.push(run(body.get(range.clone()).unwrap_or_default(), Some(pointer)));
+        verbatim.push(run(
+            body.get(range.clone()).unwrap_or_default(),
+            Some(pointer),
+        ));
         delivered.push(run(b"null", Some(pointer)));
         at = range.end;
     }
