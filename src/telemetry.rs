@@ -6,8 +6,9 @@
 //! no bodies, no query strings and no credentials.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderValue, Method, StatusCode};
@@ -224,6 +225,8 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
     let client = record.client.as_deref().unwrap_or(UNKNOWN_CLIENT);
     with_series(route, |series| {
         series.count_request(route, client, status);
+        let failed = status >= 500 || matches!(ending, Ending::Cut(_));
+        series.page(route).answered(status, failed);
         series
             .histogram(REQUEST_DURATION_SECONDS, route)
             .record(elapsed.as_secs_f64());
@@ -260,6 +263,8 @@ struct RouteSeries {
     histograms: HashMap<&'static str, Histogram>,
     /// `probity_requests_total`, by status and client.
     requests: HashMap<u16, Vec<(Box<str>, Counter)>>,
+    /// The admin page's figures of this route, shared by every thread.
+    page: Option<Arc<RouteFigures>>,
 }
 
 impl RouteSeries {
@@ -274,6 +279,10 @@ impl RouteSeries {
             "client" => client.to_string(), "status" => status.to_string());
         counter.increment(1);
         by_client.push((client.into(), counter));
+    }
+
+    fn page(&mut self, route: &str) -> &RouteFigures {
+        self.page.get_or_insert_with(|| route_figures_of(route))
     }
 
     fn counter(
@@ -516,4 +525,70 @@ pub(crate) fn capture_written(ok: bool, took: Duration) {
     let result = if ok { "ok" } else { "error" };
     counter!(CAPTURE_WRITES_TOTAL, "result" => result).increment(1);
     histogram!(CAPTURE_WRITE_SECONDS).record(took.as_secs_f64());
+}
+
+// ------------------------------------------------- the admin page's figures
+
+/// One route's figures for the admin page's table, counted in process (the
+/// page never parses the Prometheus text).
+#[derive(Debug, Default)]
+pub(crate) struct RouteFigures {
+    /// Responses sent, by status class: 1xx to 5xx.
+    pub(crate) classes: [AtomicU64; 5],
+    /// Responses sent 5xx, and streams an upstream fault cut.
+    pub(crate) errors: AtomicU64,
+    pub(crate) normalized: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    /// Answers judged against an output contract, and the invalid ones.
+    pub(crate) outputs_judged: AtomicU64,
+    pub(crate) invalid_outputs: AtomicU64,
+}
+
+impl RouteFigures {
+    fn answered(&self, status: u16, failed: bool) {
+        let class = usize::from(status / 100).saturating_sub(1);
+        if let Some(count) = self.classes.get(class) {
+            count.fetch_add(1, Relaxed);
+        }
+        if failed {
+            self.errors.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Every route's figures, by name; routes are a bounded set.
+static ROUTE_FIGURES: Mutex<BTreeMap<String, Arc<RouteFigures>>> = Mutex::new(BTreeMap::new());
+
+fn route_figures_of(route: &str) -> Arc<RouteFigures> {
+    let Ok(mut all) = ROUTE_FIGURES.lock() else {
+        return Arc::default();
+    };
+    all.entry(route.to_string()).or_default().clone()
+}
+
+/// Each route's figures, by name.
+pub(crate) fn route_figures() -> Vec<(String, Arc<RouteFigures>)> {
+    ROUTE_FIGURES
+        .lock()
+        .map(|all| all.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+/// What inspection found of one response, for the admin page's table.
+pub(crate) fn route_judged(route: &str, normalized: bool, rejected: bool, output: Option<bool>) {
+    with_series(route, |series| {
+        let page = series.page(route);
+        if normalized {
+            page.normalized.fetch_add(1, Relaxed);
+        }
+        if rejected {
+            page.rejected.fetch_add(1, Relaxed);
+        }
+        if let Some(valid) = output {
+            page.outputs_judged.fetch_add(1, Relaxed);
+            if !valid {
+                page.invalid_outputs.fetch_add(1, Relaxed);
+            }
+        }
+    });
 }

@@ -146,6 +146,9 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
     if let Some(span) = scope.span {
         span.judged(&findings.judged());
     }
+    let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
+    let normalized = !findings.pointers.is_empty();
+    telemetry::route_judged(route, normalized, findings.rejected.is_some(), output);
     let Some(outcome) = chosen(scope.policy, findings.outcome(), request_id.as_bytes()) else {
         return false;
     };
