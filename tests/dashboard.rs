@@ -359,7 +359,7 @@ const ECHO: &str = r#"{"answer": "sufficient", "sufficient": true, "citations": 
 const GOOD: &str =
     r#"{"answer": "Rayleigh scattering of sunlight.", "sufficient": true, "citations": ["s1"]}"#;
 
-/// An Ollama generate request whose prompt document has two sources; the
+/// An Ollama generate request whose prompt document has one source; the
 /// fake model answers well when the question says "good".
 fn generate_request(question: &str) -> String {
     let prompt = serde_json::json!({
