@@ -42,6 +42,7 @@ pub(crate) const CONFIG_RELOADS_TOTAL: &str = "probity_config_reloads_total";
 pub(crate) const CAPTURE_DROPPED_TOTAL: &str = "probity_capture_dropped_total";
 pub(crate) const CAPTURE_WRITES_TOTAL: &str = "probity_capture_writes_total";
 pub(crate) const CAPTURE_WRITE_SECONDS: &str = "probity_capture_write_seconds";
+pub(crate) const BUILD_INFO: &str = "probity_build_info";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -128,7 +129,18 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         UNINSPECTED_TOTAL,
         "Responses passed unchecked because the request could not be read, by reason."
     );
+    build_info();
     Ok(handle)
+}
+
+/// Which version is running: 1, labelled with it, from start to exit (a
+/// dashboard shows it; a rollout shows as two versions side by side).
+fn build_info() {
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1, labelled with the running probity version."
+    );
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
 /// What shows a limit at work, or a leak.
