@@ -585,7 +585,11 @@ async fn every_metric_and_label_the_dashboard_and_alerts_query_is_in_metrics() {
     let probity = Probity::start_with_env(
         &config(
             "max_connections = 8\nsend_timeout_ms = 1000",
-            &format!("{routes}\n[capture]\nstore = \"{}\"\n", store.display()),
+            &format!(
+                "{routes}\n[capture]\nstore = \"{}\"\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
+                store.display(),
+                closed_port()
+            ),
         ),
         &[("PROBITY_TEST_PANIC", "exchange")],
     );
