@@ -464,6 +464,11 @@ async fn a_stream_reports_its_final_usage_and_its_call_lasts_as_long() {
     let server = server_span(&spans);
     assert_eq!(text(server, "probity.outcome").as_deref(), Some("passed"));
     assert!(int(server, "gen_ai.usage.output_tokens").is_some());
+    assert_eq!(
+        text(server, "gen_ai.response.model").as_deref(),
+        Some("gpt-4o-mini-2024-07-18")
+    );
+    assert!(text(server, "gen_ai.response.id").is_some_and(|id| id.starts_with("chatcmpl-")));
     let call = calls(&spans)[0];
     assert!(
         call.end_time_unix_nano - call.start_time_unix_nano >= 200_000_000,
@@ -557,4 +562,51 @@ async fn the_standard_variable_turns_tracing_on_and_without_it_traceparent_passe
             .unwrap()
             >= 2.0
     );
+}
+
+#[tokio::test]
+async fn an_anthropic_stream_names_its_model_and_id_unless_the_id_was_nulled() {
+    for (case, id) in [
+        ("gen_messages_stream_pass", true),
+        ("gen_messages_stream_start_id_empty", false),
+    ] {
+        let receiver = Receiver::start().await;
+        let stream = fixture(&format!("anthropic/{case}/response.sse"));
+        let upstream = Upstream::start(move |_| {
+            Reply::stream("text/event-stream", vec![part(Before::Now, stream.clone())])
+        })
+        .await;
+        let probity = traced(&receiver, &upstream, "anthropic", "");
+        let got = post(
+            &probity.url("/anthropic/v1/messages"),
+            fixture(&format!("anthropic/{case}/request.json")),
+        )
+        .await;
+        assert_eq!(got.status, 200, "{case}");
+        let spans = receiver.spans(2).await;
+        let server = server_span(&spans);
+        assert_eq!(
+            text(server, "gen_ai.provider.name").as_deref(),
+            Some("anthropic")
+        );
+        assert_eq!(
+            text(server, "gen_ai.operation.name").as_deref(),
+            Some("chat")
+        );
+        assert!(text(server, "gen_ai.request.model").is_some(), "{case}");
+        assert_eq!(
+            text(server, "gen_ai.response.id").is_some(),
+            id,
+            "{case}: {server:#?}"
+        );
+        if id {
+            assert!(text(server, "gen_ai.response.model").is_some_and(|m| m.starts_with("claude-")));
+        } else {
+            assert_eq!(
+                strings(server, "probity.normalized"),
+                ["/message/id"],
+                "{case}"
+            );
+        }
+    }
 }

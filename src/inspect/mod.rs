@@ -382,6 +382,43 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
+    /// A streamed event's model and id: at its top (OpenAI, Ollama,
+    /// Gemini's `modelVersion` and `responseId`) or in Anthropic's
+    /// `message_start.message`. Only non-empty strings count.
+    pub(crate) fn of_event(data: &[u8]) -> Self {
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct Seen<'a> {
+            #[serde(borrow)]
+            id: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, rename = "responseId")]
+            response_id: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            model: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, rename = "modelVersion")]
+            model_version: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            message: Option<&'a serde_json::value::RawValue>,
+        }
+        let text = |raw: Option<&serde_json::value::RawValue>| {
+            let text: Cow<'_, str> = serde_json::from_str(raw?.get()).ok()?;
+            (!text.is_empty()).then(|| text.into_owned())
+        };
+        let Ok(seen) = serde_json::from_slice::<Seen<'_>>(data) else {
+            return Self::default();
+        };
+        let nested = seen
+            .message
+            .map(|m| Self::of_event(m.get().as_bytes()))
+            .unwrap_or_default();
+        Self {
+            model: text(seen.model)
+                .or(text(seen.model_version))
+                .or(nested.model),
+            id: text(seen.id).or(text(seen.response_id)).or(nested.id),
+        }
+    }
+
     fn of(object: &Object<'_>, figures: &[Figure]) -> Self {
         let text = |key: &str| {
             let value = object.get(key)?.string()?;

@@ -33,7 +33,7 @@ use crate::error::ProxyError;
 use crate::figures;
 use crate::forward::ForwardError;
 use crate::inspect::stream::{self, EventCheck, Framing};
-use crate::inspect::StreamJudge;
+use crate::inspect::{Identity, StreamJudge};
 use crate::telemetry;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
@@ -189,8 +189,12 @@ impl CheckedStream {
             self.give_verdict();
         }
         match self.check.event(&event) {
-            Ok(None) => true,
+            Ok(None) => {
+                self.identify(&event);
+                true
+            }
             Ok(Some(judgement)) if judgement.is_clean() => {
+                self.identify(&event);
                 self.note_tokens(&judgement.tokens);
                 true
             }
@@ -220,6 +224,22 @@ impl CheckedStream {
                 self.end_with(&ProxyError::InvalidResponse(violation));
                 false
             }
+        }
+    }
+
+    /// For the request's span: the model and response id of the first
+    /// event that carries them, taken only from an event that passed as it
+    /// came (a nulled id never reaches the span).
+    fn identify(&mut self, event: &stream::Event<'_>) {
+        let found = &self.findings.identity;
+        if self.context.span.is_none() || (found.model.is_some() && found.id.is_some()) {
+            return;
+        }
+        if let Some(data) = &event.data {
+            let seen = Identity::of_event(data);
+            let identity = &mut self.findings.identity;
+            identity.model = identity.model.take().or(seen.model);
+            identity.id = identity.id.take().or(seen.id);
         }
     }
 
