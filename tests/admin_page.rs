@@ -102,7 +102,11 @@ fn runs_text(runs: &serde_json::Value) -> String {
 #[tokio::test]
 async fn the_admin_page_shows_routes_and_captures_and_runs_no_body() {
     let upstream = upstream().await;
-    let routes = route("openai", "/openai", &upstream.url(), "openai", "");
+    let routes = [
+        route("openai", "/openai", &upstream.url(), "openai", ""),
+        route("idle", "/idle", "http://127.0.0.1:9", "cohere", ""),
+    ]
+    .concat();
     let probity = Probity::start(&config(
         "",
         &format!("{routes}\n[capture]\nstore = \"memory:\"\n"),
@@ -131,6 +135,14 @@ async fn the_admin_page_shows_routes_and_captures_and_runs_no_body() {
     assert_eq!(route["errors"], 1);
     assert_eq!(route["normalized"], 2);
     assert_eq!(route["rejected"], 1);
+    assert_eq!(route["prefix"], "/openai");
+    assert_eq!(route["upstream"], upstream.url());
+    assert_eq!(route["dialect"], "openai");
+    // A configured route that served nothing is listed, with zeros.
+    let idle = &status["routes"][1];
+    assert_eq!(idle["route"], "idle", "{status}");
+    assert_eq!(idle["requests"], 0);
+    assert_eq!(idle["dialect"], "cohere");
     let listed: Vec<&str> = status["captures"]
         .as_array()
         .unwrap()

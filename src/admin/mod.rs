@@ -35,10 +35,14 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::capture::{Captures, Query, Stored};
+use crate::route::RouteSummary;
 use crate::telemetry;
 
 /// Reloads the configuration: the routes now in force, or its problems.
 pub(crate) type Reload = Arc<dyn Fn() -> Result<usize, String> + Send + Sync>;
+
+/// The routes in force now (a reload may have changed them).
+pub(crate) type RouteList = Arc<dyn Fn() -> Vec<RouteSummary> + Send + Sync>;
 
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -51,6 +55,7 @@ pub(crate) async fn serve(
     metrics: PrometheusHandle,
     captures: Arc<Captures>,
     reload: Reload,
+    routes: RouteList,
 ) {
     // Histograms are drained into their buckets by upkeep, not on render.
     let upkeep = metrics.clone();
@@ -81,13 +86,15 @@ pub(crate) async fn serve(
         let captures = captures.clone();
         let reload = reload.clone();
         let started = started.clone();
+        let routes = routes.clone();
         let service = service_fn(move |request: Request<Incoming>| {
-            let (ready, metrics, captures, reload, started) = (
+            let (ready, metrics, captures, reload, started, routes) = (
                 ready.clone(),
                 metrics.clone(),
                 captures.clone(),
                 reload.clone(),
                 started.clone(),
+                routes.clone(),
             );
             async move {
                 let admin = Admin {
@@ -95,6 +102,7 @@ pub(crate) async fn serve(
                     metrics: &metrics,
                     captures: &captures,
                     started: &started,
+                    routes: &routes,
                 };
                 let response = if request.uri().path() == "/reload" {
                     reloaded(&request, &reload)
@@ -117,6 +125,7 @@ struct Admin<'a> {
     metrics: &'a PrometheusHandle,
     captures: &'a Captures,
     started: &'a page::Started,
+    routes: &'a RouteList,
 }
 
 async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full<Bytes>> {
@@ -125,6 +134,7 @@ async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full
         metrics,
         captures,
         started,
+        routes,
     } = *admin;
     let path = request.uri().path();
     let known = matches!(
@@ -140,7 +150,7 @@ async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full
     }
     match path {
         "/" => page::page(),
-        "/status.json" => page::status(ready, started, captures).await,
+        "/status.json" => page::status(ready, started, captures, &routes()).await,
         "/view.json" => match view_id(request.uri().query()) {
             Some(id) => page::capture_view(captures, &id).await,
             None => text(

@@ -4,7 +4,7 @@
 //! response bodies, which are data and never markup.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 
 use super::view::view;
 use crate::capture::{rfc3339, Captures, Meta, Query};
-use crate::telemetry;
+use crate::route::RouteSummary;
+use crate::telemetry::{self, RouteFigures};
 
 const TEMPLATE: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("page.js");
@@ -85,6 +86,7 @@ pub(super) async fn status(
     ready: &AtomicBool,
     started: &Started,
     captures: &Captures,
+    configured: &[RouteSummary],
 ) -> Response<Full<Bytes>> {
     let query = Query {
         limit: LATEST,
@@ -105,32 +107,57 @@ pub(super) async fn status(
             "uptime_seconds": started.clock.elapsed().as_secs(),
             "ready": ready.load(Ordering::SeqCst),
         },
-        "routes": routes(),
+        "routes": routes(configured),
         "captures": latest.into_iter().filter_map(listed).collect::<Vec<_>>(),
         "captures_note": note,
     });
     json_response(StatusCode::OK, &body)
 }
 
-/// Each route's figures since the start, by name.
-fn routes() -> Vec<Value> {
-    let count = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
-    telemetry::route_figures()
+/// Each route's figures since the start: the configured routes in their
+/// order (an idle one with zeros), then any that served requests before a
+/// reload removed them (and `-`, requests that matched none).
+fn routes(configured: &[RouteSummary]) -> Vec<Value> {
+    let mut figures: Vec<(String, Option<Arc<RouteFigures>>)> = configured
+        .iter()
+        .map(|route| (route.name.clone(), None))
+        .collect();
+    for (route, f) in telemetry::route_figures() {
+        match figures.iter_mut().find(|(name, _)| *name == route) {
+            Some(slot) => slot.1 = Some(f),
+            None => figures.push((route, Some(f))),
+        }
+    }
+    let idle = RouteFigures::default();
+    figures
         .into_iter()
         .map(|(route, f)| {
-            let [c1, c2, c3, c4, c5] = f.classes.each_ref().map(count);
-            json!({
-                "route": route,
-                "requests": c1 + c2 + c3 + c4 + c5,
-                "by_class": {"1xx": c1, "2xx": c2, "3xx": c3, "4xx": c4, "5xx": c5},
-                "errors": count(&f.errors),
-                "normalized": count(&f.normalized),
-                "rejected": count(&f.rejected),
-                "outputs_judged": count(&f.outputs_judged),
-                "invalid_outputs": count(&f.invalid_outputs),
-            })
+            let summary = configured.iter().find(|r| r.name == route);
+            let mut row = route_row(&route, f.as_deref().unwrap_or(&idle));
+            if let (Some(summary), Some(row)) = (summary, row.as_object_mut()) {
+                row.insert("prefix".into(), summary.prefix.clone().into());
+                row.insert("upstream".into(), summary.upstream.clone().into());
+                row.insert("dialect".into(), summary.dialect.into());
+            }
+            row
         })
         .collect()
+}
+
+/// One route's figures.
+fn route_row(route: &str, f: &RouteFigures) -> Value {
+    let count = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+    let [c1, c2, c3, c4, c5] = f.classes.each_ref().map(count);
+    json!({
+        "route": route,
+        "requests": c1 + c2 + c3 + c4 + c5,
+        "by_class": {"1xx": c1, "2xx": c2, "3xx": c3, "4xx": c4, "5xx": c5},
+        "errors": count(&f.errors),
+        "normalized": count(&f.normalized),
+        "rejected": count(&f.rejected),
+        "outputs_judged": count(&f.outputs_judged),
+        "invalid_outputs": count(&f.invalid_outputs),
+    })
 }
 
 /// A capture's metadata as listed: its headers are for `/captures/{id}`.

@@ -217,12 +217,17 @@ impl Probity {
             let (reloader, shared) = (self.reloader.clone(), self.shared.clone());
             Arc::new(move || reloader.reload(&shared.routes, "admin"))
         };
+        let routes: admin::RouteList = {
+            let shared = self.shared.clone();
+            Arc::new(move || shared.routes.current().summaries())
+        };
         tokio::spawn(admin::serve(
             self.admin,
             ready.clone(),
             self.metrics,
             captures,
             reload,
+            routes,
         ));
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(
