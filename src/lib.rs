@@ -13,6 +13,7 @@ pub(crate) mod batch;
 pub(crate) mod capture;
 pub mod cli;
 pub mod config;
+pub(crate) mod connect;
 pub mod contract;
 pub(crate) mod error;
 pub(crate) mod figures;

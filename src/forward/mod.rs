@@ -113,17 +113,7 @@ impl Upstream {
         limits: Limits,
         hint: &'static str,
     ) -> Self {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(connect_timeout));
-        // HTTPS with the web PKI roots; HTTP/2 or HTTP/1.1 as the upstream
-        // offers through ALPN. Cleartext upstreams get HTTP/1.1.
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_all_versions()
-            .wrap_connector(http);
+        let https = crate::connect::https(connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
