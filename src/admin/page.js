@@ -56,8 +56,8 @@
     const rows = routes.map((r) => {
       const c = r.by_class || {};
       const cells = [
-        el('td', null, el('code', null, r.route)),
-        el('td', 'muted', r.prefix ? el('code', null, r.prefix + ' → ' + r.upstream + ' (' + r.dialect + ')') : '–'),
+        el('td', 'route', el('code', null, r.route),
+          r.prefix ? el('div', 'where', r.prefix + ' → ' + r.upstream + ' (' + r.dialect + ')') : null),
         el('td', 'n', count(r.requests)), el('td', 'n', count(c['2xx'])), el('td', 'n', count(c['3xx'])),
         el('td', 'n', count(c['4xx'])), el('td', 'n', count(c['5xx'])), el('td', 'n', count(r.errors)),
         el('td', r.errors > 0 ? 'n warn' : 'n', rate(r.errors, r.requests)),

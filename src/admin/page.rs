@@ -114,8 +114,8 @@ pub(super) async fn status(
     json_response(StatusCode::OK, &body)
 }
 
-/// Each route's figures since the start: the configured routes in their
-/// order (an idle one with zeros), then any that served requests before a
+/// Each route's figures since the start: the configured routes as they
+/// are tried (an idle one with zeros), then any that served requests before a
 /// reload removed them (and `-`, requests that matched none).
 fn routes(configured: &[RouteSummary]) -> Vec<Value> {
     let mut figures: Vec<(String, Option<Arc<RouteFigures>>)> = configured

@@ -153,7 +153,8 @@ impl RouteTable {
         self.routes.iter().find(|r| &*r.name == name)
     }
 
-    /// Each route as the admin page lists it, in the configured order.
+    /// Each route as the admin page lists it, in the order routes are
+    /// tried (longest prefix first).
     pub(crate) fn summaries(&self) -> Vec<RouteSummary> {
         self.routes
             .iter()

@@ -49,10 +49,10 @@ async function run(page) {
   await route.waitFor(WAIT);
   const cells = await route.locator('td').allTextContents();
   check('the route table shows the route, where it goes and its requests',
-    cells[0] === 'openai' && /^\/openai → http:\/\/127\.0\.0\.1:\d+ \(openai\)$/.test(cells[1]) && cells[2] === '4', cells);
-  check('its error rate and normalized count', cells[8] === '25.0%' && cells[9] === '2', cells);
+    /^openai\/openai → http:\/\/127\.0\.0\.1:\d+ \(openai\)$/.test(cells[0]) && cells[1] === '4', cells);
+  check('its error rate and normalized count', cells[7] === '25.0%' && cells[8] === '2', cells);
   const idle = await page.locator('#routes tbody tr[data-route="idle"] td').allTextContents();
-  check('a configured route that served nothing is listed', idle[0] === 'idle' && idle[2] === '0', idle);
+  check('a configured route that served nothing is listed', idle[0].startsWith('idle/idle → ') && idle[1] === '0', idle);
 
   const row = page.locator(`#captures tbody tr[data-request-id="${normalizedId}"]`);
   await row.waitFor(WAIT);
@@ -77,7 +77,7 @@ async function run(page) {
   check('one more request through the proxy', sent.status === 200, sent.status);
   await page.waitForFunction(() => {
     const row = document.querySelector('#routes tbody tr[data-route="openai"]');
-    return row && row.cells[2].textContent === '5';
+    return row && row.cells[1].textContent === '5';
   }, null, WAIT);
   check('the page refreshed itself', true);
   check('still nothing ran after the refresh', await page.evaluate(() => window.__pwned) === undefined);
