@@ -359,6 +359,7 @@ fn relay(
         retain_limit: 0,
         envelope: dialect.error_envelope(),
         retry_invalid: false,
+        span: None,
     };
     let source = Pieces(pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect());
     let mut checked = CheckedStream::new(source, judge, context);

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `inspect` prints the judged body on stdout: no log lines there.
     if !matches!(cli.command, Some(Command::Inspect { .. })) {
-        init_logs();
+        probity::logs::init();
     }
     match &cli.command {
         Some(Command::CheckConfig { path }) => check_config(path),
@@ -301,7 +301,7 @@ fn run(cli: &Cli) -> ExitCode {
                 proxy = %proxy,
                 admin = %admin,
                 config = %source,
-                routes = config.routes.len(),
+                routes = %route_list(&config),
                 "probity listening"
             );
         }
@@ -309,6 +309,20 @@ fn run(cli: &Cli) -> ExitCode {
         tracing::info!("stopped");
         ExitCode::SUCCESS
     })
+}
+
+/// Each route as `prefix -> upstream (dialect)`, for the start-up line:
+/// what a reader checks first when a call goes somewhere unexpected.
+fn route_list(config: &Config) -> String {
+    config
+        .routes
+        .iter()
+        .map(|r| {
+            let dialect = r.dialect.as_deref().unwrap_or("-");
+            format!("{} -> {} ({dialect})", r.prefix, r.upstream)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How a reload reads the configuration: the same source again (the
@@ -369,27 +383,5 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
             let _ = tokio::signal::ctrl_c().await;
         }
         tracing::info!("shutdown signal received");
-    }
-}
-
-/// Logs go to stdout: text by default, JSON with `PROBITY_LOG_FORMAT=json`;
-/// the level comes from `RUST_LOG` (default `info`). Colour only on a
-/// terminal: in a file or a collector, escape codes are noise (and cost a
-/// tenth of each line's formatting).
-fn init_logs() {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal());
-    if std::env::var("PROBITY_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .init();
-    } else {
-        builder.init();
     }
 }

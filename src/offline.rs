@@ -178,6 +178,7 @@ fn streamed(
         retain_limit: 0,
         envelope: route.dialect.error_envelope(),
         retry_invalid: route.retry_invalid,
+        span: None,
     };
     let source = Full::new(response).map_err(|never| -> ForwardError { match never {} });
     let mut checked = CheckedStream::new(source, judge, context);

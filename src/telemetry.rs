@@ -6,8 +6,9 @@
 //! no bodies, no query strings and no credentials.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderValue, Method, StatusCode};
@@ -41,6 +42,7 @@ pub(crate) const CONFIG_RELOADS_TOTAL: &str = "probity_config_reloads_total";
 pub(crate) const CAPTURE_DROPPED_TOTAL: &str = "probity_capture_dropped_total";
 pub(crate) const CAPTURE_WRITES_TOTAL: &str = "probity_capture_writes_total";
 pub(crate) const CAPTURE_WRITE_SECONDS: &str = "probity_capture_write_seconds";
+pub(crate) const BUILD_INFO: &str = "probity_build_info";
 
 /// The `route` label of a request that matched no route. Route names start
 /// with a letter or digit, so this never collides with one.
@@ -122,11 +124,23 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         "Faults in probity itself (a panic caught while serving a request), by route."
     );
     describe_captures();
+    crate::trace::describe();
     describe_counter!(
         UNINSPECTED_TOTAL,
         "Responses passed unchecked because the request could not be read, by reason."
     );
+    build_info();
     Ok(handle)
+}
+
+/// Which version is running: 1, labelled with it, from start to exit (a
+/// dashboard shows it; a rollout shows as two versions side by side).
+fn build_info() {
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1, labelled with the running probity version."
+    );
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
 /// What shows a limit at work, or a leak.
@@ -177,6 +191,8 @@ pub(crate) struct RequestRecord {
     /// retry advice (OpenAI's shape until a route matched).
     pub(crate) envelope: crate::inspect::Envelope,
     pub(crate) retry_invalid: bool,
+    /// The request's span, when spans are exported.
+    pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
 }
 
 impl RequestRecord {
@@ -221,6 +237,8 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
     let client = record.client.as_deref().unwrap_or(UNKNOWN_CLIENT);
     with_series(route, |series| {
         series.count_request(route, client, status);
+        let failed = status >= 500 || matches!(ending, Ending::Cut(_));
+        series.page(route).answered(status, failed);
         series
             .histogram(REQUEST_DURATION_SECONDS, route)
             .record(elapsed.as_secs_f64());
@@ -239,6 +257,13 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
         captured = record.captured,
         "request"
     );
+    if let Some(span) = &record.span {
+        let cut = match ending {
+            Ending::Cut(kind) => Some(kind),
+            Ending::Complete | Ending::ClientGone => None,
+        };
+        span.end(status, cut, ending == Ending::ClientGone);
+    }
 }
 
 // ------------------------------------------------------- per-route series
@@ -250,6 +275,8 @@ struct RouteSeries {
     histograms: HashMap<&'static str, Histogram>,
     /// `probity_requests_total`, by status and client.
     requests: HashMap<u16, Vec<(Box<str>, Counter)>>,
+    /// The admin page's figures of this route, shared by every thread.
+    page: Option<Arc<RouteFigures>>,
 }
 
 impl RouteSeries {
@@ -264,6 +291,10 @@ impl RouteSeries {
             "client" => client.to_string(), "status" => status.to_string());
         counter.increment(1);
         by_client.push((client.into(), counter));
+    }
+
+    fn page(&mut self, route: &str) -> &RouteFigures {
+        self.page.get_or_insert_with(|| route_figures_of(route))
     }
 
     fn counter(
@@ -506,4 +537,70 @@ pub(crate) fn capture_written(ok: bool, took: Duration) {
     let result = if ok { "ok" } else { "error" };
     counter!(CAPTURE_WRITES_TOTAL, "result" => result).increment(1);
     histogram!(CAPTURE_WRITE_SECONDS).record(took.as_secs_f64());
+}
+
+// ------------------------------------------------- the admin page's figures
+
+/// One route's figures for the admin page's table, counted in process (the
+/// page never parses the Prometheus text).
+#[derive(Debug, Default)]
+pub(crate) struct RouteFigures {
+    /// Responses sent, by status class: 1xx to 5xx.
+    pub(crate) classes: [AtomicU64; 5],
+    /// Responses sent 5xx, and streams an upstream fault cut.
+    pub(crate) errors: AtomicU64,
+    pub(crate) normalized: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    /// Answers judged against an output contract, and the invalid ones.
+    pub(crate) outputs_judged: AtomicU64,
+    pub(crate) invalid_outputs: AtomicU64,
+}
+
+impl RouteFigures {
+    fn answered(&self, status: u16, failed: bool) {
+        let class = usize::from(status / 100).saturating_sub(1);
+        if let Some(count) = self.classes.get(class) {
+            count.fetch_add(1, Relaxed);
+        }
+        if failed {
+            self.errors.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Every route's figures, by name; routes are a bounded set.
+static ROUTE_FIGURES: Mutex<BTreeMap<String, Arc<RouteFigures>>> = Mutex::new(BTreeMap::new());
+
+fn route_figures_of(route: &str) -> Arc<RouteFigures> {
+    let Ok(mut all) = ROUTE_FIGURES.lock() else {
+        return Arc::default();
+    };
+    all.entry(route.to_string()).or_default().clone()
+}
+
+/// Each route's figures, by name.
+pub(crate) fn route_figures() -> Vec<(String, Arc<RouteFigures>)> {
+    ROUTE_FIGURES
+        .lock()
+        .map(|all| all.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+/// What inspection found of one response, for the admin page's table.
+pub(crate) fn route_judged(route: &str, normalized: bool, rejected: bool, output: Option<bool>) {
+    with_series(route, |series| {
+        let page = series.page(route);
+        if normalized {
+            page.normalized.fetch_add(1, Relaxed);
+        }
+        if rejected {
+            page.rejected.fetch_add(1, Relaxed);
+        }
+        if let Some(valid) = output {
+            page.outputs_judged.fetch_add(1, Relaxed);
+            if !valid {
+                page.invalid_outputs.fetch_add(1, Relaxed);
+            }
+        }
+    });
 }

@@ -310,7 +310,7 @@ fn the_compose_example_agrees_with_itself_and_with_probity() {
     for (_, service) in services.as_object().unwrap() {
         for volume in service["volumes"].as_array().into_iter().flatten() {
             let source = volume.as_str().unwrap().split(':').next().unwrap();
-            if source.starts_with("./") {
+            if source.starts_with("./") || source.starts_with("../") {
                 assert!(dir.join(source).exists(), "{source}: no such file");
             }
         }
@@ -342,4 +342,24 @@ fn the_compose_example_agrees_with_itself_and_with_probity() {
     assert_eq!(grafana["datasources"][0]["url"], "http://prometheus:9090");
     let published = services["prometheus"]["ports"][0].as_str().unwrap();
     assert!(published.ends_with(":9090"));
+
+    // Prometheus evaluates probity's alert rules; Grafana loads its dashboard.
+    let mounts = |service: &str| -> Vec<String> {
+        let volumes = services[service]["volumes"].as_array().unwrap();
+        volumes
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let rules = prometheus["rule_files"][0].as_str().unwrap();
+    let mount = format!("../prometheus/alerts.yml:{rules}:ro");
+    assert!(mounts("prometheus").contains(&mount), "{mount}");
+    let provider = as_json("grafana-dashboards.yml");
+    let folder = provider["providers"][0]["options"]["path"]
+        .as_str()
+        .unwrap();
+    let mount = format!("../grafana/probity.json:{folder}/probity.json:ro");
+    assert!(mounts("grafana").contains(&mount), "{mount}");
+    let mount = "./grafana-dashboards.yml:/etc/grafana/provisioning/dashboards/probity.yml:ro";
+    assert!(mounts("grafana").iter().any(|m| m == mount), "{mount}");
 }

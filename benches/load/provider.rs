@@ -314,6 +314,13 @@ fn answer(
         })
     } else if path.ends_with("/embeddings") {
         whole(bodies.embeddings.clone())
+    } else if path == "/v1/traces" {
+        // probity's OTLP export in the `probity-traced` runs: an empty
+        // ExportTraceServiceResponse is an empty protobuf message.
+        Response::builder()
+            .header("content-type", "application/x-protobuf")
+            .body(http_body_util::Empty::new().boxed_unsync())
+            .unwrap()
     } else {
         status(StatusCode::NOT_FOUND)
     }

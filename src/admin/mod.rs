@@ -1,6 +1,10 @@
 //! The admin listener, on its own port so that metrics and health checks are
 //! never reachable through the proxy port (and never routed upstream).
 //!
+//! - `GET /`: the admin page (`page.html`): per-route figures and the latest
+//!   captures, one capture's verbatim body beside what the client received;
+//! - `GET /status.json`: what the page shows, refreshed every few seconds;
+//! - `GET /view.json?id=<request_id>`: one capture laid out for the page;
 //! - `GET /metrics`: Prometheus text format;
 //! - `GET /healthz`: 200 while the process is up;
 //! - `GET /readyz`: 200 while accepting traffic, 503 while draining;
@@ -10,6 +14,9 @@
 //! - `GET /captures/{request_id}`: one capture's verbatim upstream body, with
 //!   its content type; the upstream status and headers are in
 //!   `probity-upstream-status` and `probity-upstream-<header name>`.
+
+mod page;
+mod view;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,10 +35,14 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::capture::{Captures, Meta, Query, Stored};
+use crate::route::RouteSummary;
 use crate::telemetry;
 
 /// Reloads the configuration: the routes now in force, or its problems.
 pub(crate) type Reload = Arc<dyn Fn() -> Result<usize, String> + Send + Sync>;
+
+/// The routes in force now (a reload may have changed them).
+pub(crate) type RouteList = Arc<dyn Fn() -> Vec<RouteSummary> + Send + Sync>;
 
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -44,6 +55,7 @@ pub(crate) async fn serve(
     metrics: PrometheusHandle,
     captures: Arc<Captures>,
     reload: Reload,
+    routes: RouteList,
 ) {
     // Histograms are drained into their buckets by upkeep, not on render.
     let upkeep = metrics.clone();
@@ -55,6 +67,7 @@ pub(crate) async fn serve(
         }
     });
 
+    let started = Arc::new(page::Started::now());
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1()
         .timer(TokioTimer::new())
@@ -72,18 +85,29 @@ pub(crate) async fn serve(
         let metrics = metrics.clone();
         let captures = captures.clone();
         let reload = reload.clone();
+        let started = started.clone();
+        let routes = routes.clone();
         let service = service_fn(move |request: Request<Incoming>| {
-            let (ready, metrics, captures, reload) = (
+            let (ready, metrics, captures, reload, started, routes) = (
                 ready.clone(),
                 metrics.clone(),
                 captures.clone(),
                 reload.clone(),
+                started.clone(),
+                routes.clone(),
             );
             async move {
+                let admin = Admin {
+                    ready: &ready,
+                    metrics: &metrics,
+                    captures: &captures,
+                    started: &started,
+                    routes: &routes,
+                };
                 let response = if request.uri().path() == "/reload" {
                     reloaded(&request, &reload)
                 } else {
-                    answer(&request, &ready, &metrics, &captures).await
+                    answer(&request, &admin).await
                 };
                 Ok::<_, Infallible>(response)
             }
@@ -95,15 +119,28 @@ pub(crate) async fn serve(
     }
 }
 
-async fn answer(
-    request: &Request<Incoming>,
-    ready: &AtomicBool,
-    metrics: &PrometheusHandle,
-    captures: &Captures,
-) -> Response<Full<Bytes>> {
+/// What the admin endpoints read.
+struct Admin<'a> {
+    ready: &'a AtomicBool,
+    metrics: &'a PrometheusHandle,
+    captures: &'a Captures,
+    started: &'a page::Started,
+    routes: &'a RouteList,
+}
+
+async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full<Bytes>> {
+    let Admin {
+        ready,
+        metrics,
+        captures,
+        started,
+        routes,
+    } = *admin;
     let path = request.uri().path();
-    let known =
-        matches!(path, "/metrics" | "/healthz" | "/readyz") || path.starts_with("/captures");
+    let known = matches!(
+        path,
+        "/" | "/status.json" | "/view.json" | "/metrics" | "/healthz" | "/readyz"
+    ) || path.starts_with("/captures");
     if known && request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
         response
@@ -112,6 +149,15 @@ async fn answer(
         return response;
     }
     match path {
+        "/" => page::page(),
+        "/status.json" => page::status(ready, started, captures, &routes()).await,
+        "/view.json" => match view_id(request.uri().query()) {
+            Some(id) => page::capture_view(captures, &id).await,
+            None => text(
+                StatusCode::BAD_REQUEST,
+                "use /view.json?id=<request id>\n".into(),
+            ),
+        },
         "/metrics" => {
             telemetry::runtime_sampled();
             let mut response = text(StatusCode::OK, metrics.render());
@@ -127,14 +173,14 @@ async fn answer(
         _ => match path.strip_prefix("/captures/") {
             Some(id) => match chunk_path(id) {
                 Some((id, n)) => match captures.get(id).await.and_then(|c| chunk_of(c, n)) {
-                    Some(chunk) => verbatim(chunk),
+                    Some(chunk) => sandboxed(verbatim(chunk)),
                     None => text(
                         StatusCode::NOT_FOUND,
                         format!("no chunk {n} of a capture for request id {id}\n"),
                     ),
                 },
                 None => match captures.get(id).await {
-                    Some(capture) => verbatim(capture),
+                    Some(capture) => sandboxed(verbatim(capture)),
                     None => text(
                         StatusCode::NOT_FOUND,
                         format!("no capture for request id {id}: it was valid, or evicted\n"),
@@ -143,7 +189,9 @@ async fn answer(
             },
             None => text(
                 StatusCode::NOT_FOUND,
-                "admin endpoints: /metrics, /healthz, /readyz, /captures, POST /reload\n".into(),
+                "admin endpoints: / (the admin page), /status.json, /view.json?id=, /metrics, \
+                 /healthz, /readyz, /captures, POST /reload\n"
+                    .into(),
             ),
         },
     }
@@ -184,29 +232,30 @@ async fn listing(captures: &Captures, query: Option<&str>) -> Response<Full<Byte
         Ok(query) => query,
         Err(why) => return text(StatusCode::BAD_REQUEST, format!("{why}\n")),
     };
-    let page = match captures.list(&query).await {
-        Ok(page) => page,
+    let found = match captures.list(&query).await {
+        Ok(found) => found,
         Err(err) => return text(StatusCode::BAD_REQUEST, format!("{err}\n")),
     };
-    let entries: Vec<serde_json::Value> = page
+    let entries: Vec<serde_json::Value> = found
         .captures
         .into_iter()
-        .filter_map(|mut meta| {
-            // The headers are for GET /captures/{id}; the listing stays small.
-            meta.upstream_headers.clear();
-            let mut value = serde_json::to_value(meta).ok()?;
-            if let Some(object) = value.as_object_mut() {
-                object.remove("upstream_headers");
-            }
-            Some(value)
-        })
+        .filter_map(page::listed)
         .collect();
-    let body = serde_json::json!({ "captures": entries, "next": page.next }).to_string();
+    let body = serde_json::json!({ "captures": entries, "next": found.next }).to_string();
     let mut response = text(StatusCode::OK, body);
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// The `id` of `/view.json?id=`, percent-decoded.
+fn view_id(query: Option<&str>) -> Option<String> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("id="))
+        .map(decode)
+        .filter(|id| !id.is_empty())
 }
 
 /// `limit`, `before`, `route`, `outcome`, `since` (RFC 3339, or a date).
@@ -366,6 +415,17 @@ fn chunk_of(capture: Stored, n: usize) -> Option<Stored> {
         body,
         chunks: Vec::new(),
     })
+}
+
+/// A verbatim body opened in a browser (the page links it) runs nothing on
+/// the admin origin, whatever its upstream content type says.
+fn sandboxed(response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
+    let mut response = page::guarded(response);
+    response.headers_mut().insert(
+        http::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    response
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::{CaptureConfig, ClientConfig, Config, RouteConfig, ServerConfig};
+use super::{CaptureConfig, ClientConfig, Config, RouteConfig, ServerConfig, TelemetryConfig};
 
 /// One thing wrong with a configuration, at a key path such as `routes[2].upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl fmt::Display for Problems {
 }
 
 /// The top-level tables a file may hold.
-const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture", "clients"];
+const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture", "clients", "telemetry"];
 
 /// Reads and loads a file; an unreadable file is one problem at the path `file`.
 pub fn load_file(path: &Path, dialects: &[&str]) -> Result<Config, Problems> {
@@ -83,6 +83,9 @@ pub fn load(text: &str, dialects: &[&str]) -> Result<Config, Problems> {
         match key.as_str() {
             "server" => config.server = section::<ServerConfig>(value, "server", &mut problems),
             "capture" => config.capture = section::<CaptureConfig>(value, "capture", &mut problems),
+            "telemetry" => {
+                config.telemetry = section::<TelemetryConfig>(value, "telemetry", &mut problems);
+            }
             "routes" => config.routes = tables::<RouteConfig>(value, "routes", &mut problems),
             "clients" => config.clients = tables::<ClientConfig>(value, "clients", &mut problems),
             _ => problems.push(Problem::new(

@@ -30,6 +30,33 @@ pub struct Config {
     /// `[[clients]]`: when any is configured, only requests presenting one
     /// of their tokens are proxied.
     pub clients: Vec<ClientConfig>,
+    /// `[telemetry]`.
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[telemetry]`: where spans go. Read at start only (a reload keeps the
+/// exporter it has).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP base URL (`http://collector:4318`; spans go to its
+    /// `/v1/traces`). Empty: the `OTEL_EXPORTER_OTLP_*` variables decide,
+    /// and without them no span is made.
+    pub otlp_endpoint: String,
+    /// Finished spans waiting to be exported; past it, new ones are dropped.
+    pub queue: u64,
+    /// The longest one export may take before its spans are dropped.
+    pub export_timeout_ms: u64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: String::new(),
+            queue: 4096,
+            export_timeout_ms: 10_000,
+        }
+    }
 }
 
 /// One `[[clients]]` table: an app allowed in, and where its token is.

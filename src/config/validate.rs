@@ -128,7 +128,38 @@ impl Config {
         }
         validate_clients(&self.clients, &mut problems);
         self.capture.validate(&mut problems);
+        self.telemetry.validate(&mut problems);
         problems
+    }
+}
+
+impl super::TelemetryConfig {
+    /// The problems of `[telemetry]`.
+    fn validate(&self, problems: &mut Vec<Problem>) {
+        if !self.otlp_endpoint.is_empty() {
+            if let Err(why) = otlp_endpoint(&self.otlp_endpoint) {
+                problems.push(Problem::new("telemetry.otlp_endpoint", why));
+            }
+        }
+        positive("telemetry.queue", self.queue, problems);
+        positive(
+            "telemetry.export_timeout_ms",
+            self.export_timeout_ms,
+            problems,
+        );
+    }
+}
+
+/// An OTLP/HTTP base URL: `http(s)://host[:port][/path]`, no query.
+pub(crate) fn otlp_endpoint(text: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = text
+        .parse()
+        .map_err(|err| format!("{text:?} is not a URL ({err}): write http://host:4318"))?;
+    match (uri.scheme_str(), uri.host(), uri.query()) {
+        (Some("http" | "https"), Some(_), None) => Ok(uri),
+        _ => Err(format!(
+            "{text:?} must be http(s)://host[:port][/path] (OTLP over HTTP), e.g. http://127.0.0.1:4318"
+        )),
     }
 }
 

@@ -29,6 +29,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
 use crate::json::Scanner;
+use crate::trace::RequestSpan;
 
 pub(crate) use body::{ClientFault, UpstreamBody};
 pub use headers::remove_hop_by_hop;
@@ -100,6 +101,11 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
+    /// `server.address` and `server.port` of the upstream's spans.
+    pub(crate) fn address(&self) -> (&str, Option<u16>) {
+        (self.url.authority.host(), self.url.authority.port_u16())
+    }
+
     pub(crate) fn new(
         url: UpstreamUrl,
         display: String,
@@ -107,17 +113,7 @@ impl Upstream {
         limits: Limits,
         hint: &'static str,
     ) -> Self {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(connect_timeout));
-        // HTTPS with the web PKI roots; HTTP/2 or HTTP/1.1 as the upstream
-        // offers through ALPN. Cleartext upstreams get HTTP/1.1.
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_all_versions()
-            .wrap_connector(http);
+        let https = crate::connect::https(connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
@@ -276,9 +272,47 @@ pub(crate) enum Reading {
     Stream,
 }
 
+/// The request's span and, for a chunk of a split batch, its index: the
+/// upstream call gets its own child span.
+#[derive(Clone, Copy)]
+pub(crate) struct Traced<'a> {
+    pub(crate) span: &'a RequestSpan,
+    pub(crate) chunk: Option<usize>,
+}
+
+impl<'a> Traced<'a> {
+    /// The request's one upstream call.
+    pub(crate) fn request(span: &'a RequestSpan) -> Self {
+        Self { span, chunk: None }
+    }
+}
+
 /// Sends the request and fetches the response within the route's limits,
-/// read as `reading` says.
+/// read as `reading` says; with `traced`, as a child span of the request's
+/// whose id the upstream gets in `traceparent`.
 pub(crate) async fn fetch(
+    upstream: &Upstream,
+    mut request: Request<UpstreamBody>,
+    reading: Reading,
+    traced: Option<Traced<'_>>,
+) -> Result<Fetched, ForwardError> {
+    let Some(traced) = traced else {
+        return fetch_untraced(upstream, request, reading).await;
+    };
+    let method = request.method().clone();
+    let call = traced
+        .span
+        .call(request.headers_mut(), &method, traced.chunk);
+    let fetched = fetch_untraced(upstream, request, reading).await;
+    match &fetched {
+        Ok(Fetched::Whole(parts, ..)) => traced.span.answered(call, parts.status.as_u16(), true),
+        Ok(Fetched::Stream(parts, _)) => traced.span.answered(call, parts.status.as_u16(), false),
+        Err(err) => traced.span.call_failed(call, err.kind()),
+    }
+    fetched
+}
+
+async fn fetch_untraced(
     upstream: &Upstream,
     request: Request<UpstreamBody>,
     reading: Reading,

@@ -35,6 +35,7 @@ const DELTA_FIGURES: &[Figure] = &[
 ];
 
 const MESSAGES: Endpoint = Endpoint {
+    operation: "chat",
     check: messages,
     figures: FIGURES,
     header_figures: &[],

@@ -29,6 +29,7 @@ const EMBED_FIGURES: &[Figure] = &[
 ];
 
 const EMBED_V1: Endpoint = Endpoint {
+    operation: "embeddings",
     check: |request, response| embed(request, response, true),
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -41,6 +42,7 @@ const EMBED_V1: Endpoint = Endpoint {
 };
 
 const EMBED: Endpoint = Endpoint {
+    operation: "embeddings",
     check: |request, response| embed(request, response, false),
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -53,6 +55,7 @@ const EMBED: Endpoint = Endpoint {
 };
 
 const RERANK: Endpoint = Endpoint {
+    operation: "rerank",
     check: rerank,
     figures: &[
         Figure::id("/id"),

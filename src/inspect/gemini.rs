@@ -31,6 +31,7 @@ const EMBED_FIGURES: &[Figure] = &[
 ];
 
 const EMBED: Endpoint = Endpoint {
+    operation: "embeddings",
     check: embed,
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -41,6 +42,7 @@ const EMBED: Endpoint = Endpoint {
 
 /// `embeddings: [{values}]`, one per request, in order, with no index.
 const BATCH_EMBED: Endpoint = Endpoint {
+    operation: "embeddings",
     check: batch_embed,
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -74,6 +76,7 @@ const GENERATION_FIGURES: &[Figure] = &[
 ];
 
 const GENERATE: Endpoint = Endpoint {
+    operation: "generate_content",
     check: generate,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -90,6 +93,7 @@ const GENERATE: Endpoint = Endpoint {
 /// start with `data: ` as JSON, so a `: probity-normalized` comment would
 /// break the app's stream. The pointers are in the capture and the metrics.
 const STREAM_GENERATE: Endpoint = Endpoint {
+    operation: "generate_content",
     check: streamed_document,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -121,6 +125,10 @@ const OUTPUT: OutputSpec = OutputSpec {
 impl Dialect for Gemini {
     fn name(&self) -> &'static str {
         "gemini"
+    }
+
+    fn provider(&self) -> &'static str {
+        "gcp.gemini"
     }
 
     fn credential(&self) -> &'static CredentialSpec {

@@ -65,6 +65,11 @@ pub trait Dialect: Send + Sync {
     /// The name a route's `dialect` key uses, e.g. `openai`.
     fn name(&self) -> &'static str;
 
+    /// The provider, as OpenTelemetry's `gen_ai.provider.name` says it.
+    fn provider(&self) -> &'static str {
+        self.name()
+    }
+
     /// How the provider takes a configured credential. Most take
     /// `Authorization: Bearer`.
     fn credential(&self) -> &'static CredentialSpec {
@@ -164,6 +169,9 @@ pub(crate) fn credential_specs() -> Vec<&'static CredentialSpec> {
 
 /// One checked endpoint of a dialect: its payload check and its figures.
 pub struct Endpoint {
+    /// What the endpoint does, as OpenTelemetry's `gen_ai.operation.name`
+    /// says it: `chat`, `embeddings`, `rerank`, `generate_content`...
+    pub(crate) operation: &'static str,
     /// Checks the payload against what the request asked for.
     pub(crate) check: fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>,
     /// The ancillary figures in the body.
@@ -361,6 +369,73 @@ pub struct Checked {
     /// Why the payload could not be checked against the request (the
     /// request was unreadable): its syntax and figures still were.
     pub(crate) uninspected: Option<&'static str>,
+    /// Which answer this is, as judged.
+    pub(crate) identity: Identity,
+}
+
+/// Which model answered and the response's id, as traces show them: the
+/// id only when it is a well-formed figure (a malformed one was nulled).
+#[derive(Debug, Default)]
+pub(crate) struct Identity {
+    pub(crate) model: Option<String>,
+    pub(crate) id: Option<String>,
+}
+
+impl Identity {
+    /// A streamed event's model and id: at its top (OpenAI, Ollama,
+    /// Gemini's `modelVersion` and `responseId`) or in Anthropic's
+    /// `message_start.message`. Only non-empty strings count.
+    pub(crate) fn of_event(data: &[u8]) -> Self {
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct Seen<'a> {
+            #[serde(borrow)]
+            id: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, rename = "responseId")]
+            response_id: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            model: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, rename = "modelVersion")]
+            model_version: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            message: Option<&'a serde_json::value::RawValue>,
+        }
+        let text = |raw: Option<&serde_json::value::RawValue>| {
+            let text: Cow<'_, str> = serde_json::from_str(raw?.get()).ok()?;
+            (!text.is_empty()).then(|| text.into_owned())
+        };
+        let Ok(seen) = serde_json::from_slice::<Seen<'_>>(data) else {
+            return Self::default();
+        };
+        let nested = seen
+            .message
+            .map(|m| Self::of_event(m.get().as_bytes()))
+            .unwrap_or_default();
+        Self {
+            model: text(seen.model)
+                .or(text(seen.model_version))
+                .or(nested.model),
+            id: text(seen.id).or(text(seen.response_id)).or(nested.id),
+        }
+    }
+
+    fn of(object: &Object<'_>, figures: &[Figure]) -> Self {
+        let text = |key: &str| {
+            let value = object.get(key)?.string()?;
+            (!value.is_empty()).then(|| value.into_owned())
+        };
+        // The id figure's own domain: a non-empty string, or it was nulled.
+        let id = figures
+            .iter()
+            .find(|f| f.domain == figures::Domain::Id)
+            .and_then(|f| f.pointer.strip_prefix('/'))
+            .filter(|key| !key.contains('/'))
+            .and_then(text);
+        Self {
+            model: text("model").or_else(|| text("modelVersion")),
+            id,
+        }
+    }
 }
 
 /// An output contract's verdict on a response.
@@ -463,11 +538,17 @@ fn judge(
             .collect();
         json::replace(body, &mut borrowed)
     });
+    let identity = response
+        .object
+        .as_ref()
+        .map(|object| Identity::of(object, endpoint.figures))
+        .unwrap_or_default();
     Verdict::Checked(Box::new(Checked {
         body,
         judgement,
         output,
         uninspected: checked.err(),
+        identity,
     }))
 }
 

@@ -15,6 +15,7 @@ pub(super) struct Ollama;
 
 /// Ollama omits zero counts (`omitempty`), so absent figures are normal.
 const EMBED: Endpoint = Endpoint {
+    operation: "embeddings",
     check: embed,
     figures: &[
         Figure::count("/prompt_eval_count").tokens("input"),
@@ -46,6 +47,7 @@ const GENERATION_FIGURES: &[Figure] = &[
 ];
 
 const CHAT: Endpoint = Endpoint {
+    operation: "chat",
     check: chat,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -67,6 +69,7 @@ const CHAT: Endpoint = Endpoint {
 };
 
 const GENERATE: Endpoint = Endpoint {
+    operation: "text_completion",
     check: generate,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -203,6 +206,7 @@ impl EventCheck for Lines {
 }
 
 const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
+    operation: "embeddings",
     check: legacy_embeddings,
     figures: &[],
     header_figures: &[],

@@ -24,6 +24,7 @@ pub(super) const FIGURES: &[Figure] = &[
 ];
 
 pub(super) const EMBEDDINGS: Endpoint = Endpoint {
+    operation: "embeddings",
     check: embeddings,
     figures: FIGURES,
     header_figures: &[],
@@ -46,6 +47,7 @@ const GENERATION_FIGURES: &[Figure] = &[
 ];
 
 pub(super) const CHAT: Endpoint = Endpoint {
+    operation: "chat",
     check: chat,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -69,6 +71,7 @@ const OUTPUT: OutputSpec = OutputSpec {
 };
 
 const COMPLETIONS: Endpoint = Endpoint {
+    operation: "text_completion",
     check: completions,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -83,6 +86,7 @@ const COMPLETIONS: Endpoint = Endpoint {
 };
 
 const RERANK: Endpoint = Endpoint {
+    operation: "rerank",
     check: rerank,
     figures: FIGURES,
     header_figures: &[],

@@ -21,6 +21,7 @@ const HEADERS: &[HeaderFigure] = &[
 ];
 
 const EMBED: Endpoint = Endpoint {
+    operation: "embeddings",
     check: embed,
     figures: &[],
     header_figures: HEADERS,
@@ -38,6 +39,7 @@ const EMBED: Endpoint = Endpoint {
 };
 
 const RERANK: Endpoint = Endpoint {
+    operation: "rerank",
     check: rerank,
     figures: &[],
     header_figures: HEADERS,
@@ -47,6 +49,7 @@ const RERANK: Endpoint = Endpoint {
 };
 
 const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
+    operation: "embeddings",
     check: super::openai::embeddings,
     figures: super::openai::FIGURES,
     header_figures: HEADERS,

@@ -17,6 +17,7 @@ const FIGURES: &[Figure] = &[
 ];
 
 const EMBEDDINGS: Endpoint = Endpoint {
+    operation: "embeddings",
     check: embeddings,
     figures: FIGURES,
     header_figures: &[],
@@ -29,6 +30,7 @@ const EMBEDDINGS: Endpoint = Endpoint {
 };
 
 const RERANK: Endpoint = Endpoint {
+    operation: "rerank",
     check: rerank,
     figures: FIGURES,
     header_figures: &[],

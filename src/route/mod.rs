@@ -34,6 +34,15 @@ pub(crate) struct Route {
     pub(crate) capture: crate::config::CapturePolicy,
 }
 
+/// A configured route, as the admin page names it (never its credential).
+#[derive(Debug, Clone)]
+pub(crate) struct RouteSummary {
+    pub(crate) name: String,
+    pub(crate) prefix: String,
+    pub(crate) upstream: String,
+    pub(crate) dialect: &'static str,
+}
+
 /// What matched: the route and the rest of the path after its prefix.
 pub struct Matched<'a> {
     pub(crate) route: &'a Arc<Route>,
@@ -142,6 +151,20 @@ impl RouteTable {
     /// The route of this name.
     pub(crate) fn named(&self, name: &str) -> Option<&Arc<Route>> {
         self.routes.iter().find(|r| &*r.name == name)
+    }
+
+    /// Each route as the admin page lists it, in the order routes are
+    /// tried (longest prefix first).
+    pub(crate) fn summaries(&self) -> Vec<RouteSummary> {
+        self.routes
+            .iter()
+            .map(|route| RouteSummary {
+                name: route.name.to_string(),
+                prefix: route.prefix.clone(),
+                upstream: route.upstream.display.clone(),
+                dialect: route.dialect.name(),
+            })
+            .collect()
     }
 
     /// The route for a request path, and what is left of the path after its prefix.

@@ -33,7 +33,7 @@ use crate::error::ProxyError;
 use crate::figures;
 use crate::forward::ForwardError;
 use crate::inspect::stream::{self, EventCheck, Framing};
-use crate::inspect::StreamJudge;
+use crate::inspect::{Identity, StreamJudge};
 use crate::telemetry;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
@@ -52,6 +52,8 @@ pub(crate) struct StreamContext {
     /// error event).
     pub(crate) envelope: crate::inspect::Envelope,
     pub(crate) retry_invalid: bool,
+    /// The request's span, which the stream's findings complete.
+    pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
 }
 
 /// Where a checked stream's bytes come from: the upstream's relay, or
@@ -187,8 +189,12 @@ impl CheckedStream {
             self.give_verdict();
         }
         match self.check.event(&event) {
-            Ok(None) => true,
+            Ok(None) => {
+                self.identify(&event);
+                true
+            }
             Ok(Some(judgement)) if judgement.is_clean() => {
+                self.identify(&event);
                 self.note_tokens(&judgement.tokens);
                 true
             }
@@ -218,6 +224,22 @@ impl CheckedStream {
                 self.end_with(&ProxyError::InvalidResponse(violation));
                 false
             }
+        }
+    }
+
+    /// For the request's span: the model and response id of the first
+    /// event that carries them, taken only from an event that passed as it
+    /// came (a nulled id never reaches the span).
+    fn identify(&mut self, event: &stream::Event<'_>) {
+        let found = &self.findings.identity;
+        if self.context.span.is_none() || (found.model.is_some() && found.id.is_some()) {
+            return;
+        }
+        if let Some(data) = &event.data {
+            let seen = Identity::of_event(data);
+            let identity = &mut self.findings.identity;
+            identity.model = identity.model.take().or(seen.model);
+            identity.id = identity.id.take().or(seen.id);
         }
     }
 
@@ -313,6 +335,7 @@ impl CheckedStream {
             dialect: self.context.dialect,
             policy: self.context.policy,
             captures: &self.context.captures,
+            span: self.context.span.as_deref(),
         };
         let verbatim = Verbatim {
             status: self.context.status,

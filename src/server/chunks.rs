@@ -20,11 +20,13 @@ use crate::batch::{self, BatchSpec, Part};
 use crate::capture::ChunkAnswer;
 use crate::contract::SchemaCache;
 use crate::error::ProxyError;
-use crate::forward::{self, Fetched, Reading, Relay, UpstreamBody};
+use crate::forward::{self, Fetched, Reading, Relay, Traced, UpstreamBody};
 use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
+use crate::trace::RequestSpan;
 use crate::violation::Violation;
+use std::sync::Arc;
 
 /// How one chunk ended, when not with a sound answer.
 enum Failure {
@@ -64,7 +66,7 @@ pub(super) async fn send(
             body,
         ));
     }
-    let answers = match gather(call, endpoint, requests).await {
+    let answers = match gather(call, endpoint, requests, record.span.clone()).await {
         Ok(answers) => answers,
         Err(failure) => return failed(call, failure, record),
     };
@@ -81,6 +83,7 @@ async fn gather(
     call: &Call<'_>,
     endpoint: &'static Endpoint,
     requests: Vec<(http::Request<UpstreamBody>, Bytes)>,
+    span: Option<Arc<RequestSpan>>,
 ) -> Result<Vec<Answer>, Failure> {
     let limit = call.route.max_chunk_concurrency.max(1);
     let total = requests.len();
@@ -96,7 +99,14 @@ async fn gather(
             };
             telemetry::chunk_sent(&call.route.name);
             let route = call.route.clone();
-            let task = async move { (index, fetch(&route, endpoint, request, body).await) };
+            let span = span.clone();
+            let task = async move {
+                let traced = span.as_deref().map(|span| Traced {
+                    span,
+                    chunk: Some(index),
+                });
+                (index, fetch(&route, endpoint, request, body, traced).await)
+            };
             if let Some(slot) = handles.get_mut(index) {
                 *slot = Some(running.spawn(task));
             }
@@ -267,9 +277,10 @@ async fn fetch(
     endpoint: &'static Endpoint,
     request: http::Request<UpstreamBody>,
     body: Bytes,
+    traced: Option<Traced<'_>>,
 ) -> Result<Answer, Failure> {
     let (parts, bytes, scanner) =
-        match forward::fetch(&route.upstream, request, Reading::Document).await {
+        match forward::fetch(&route.upstream, request, Reading::Document, traced).await {
             Err(err) => return Err(Failure::Proxy(err.into())),
             Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
             // Only a provider's error answer is relayed live.

@@ -41,12 +41,14 @@ use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
 use crate::forward::{
-    self, remove_hop_by_hop, ClientFault, Fetched, Reading, Relay, UpstreamBody, X_REQUEST_ID,
+    self, remove_hop_by_hop, ClientFault, Fetched, Reading, Relay, Traced, UpstreamBody,
+    X_REQUEST_ID,
 };
 use crate::inspect::{self, Asked, Contracts, Endpoint, Envelope, Exchange, Verdict};
 use crate::json::Scanner;
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
+use crate::trace;
 
 /// Lists the JSON pointers of the figures a response had nulled.
 pub(crate) const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
@@ -76,6 +78,7 @@ pub(super) async fn handle(
         captured: false,
         envelope: Envelope::Nested,
         retry_invalid: false,
+        span: (shared.tracer.as_ref()).and_then(|t| t.request(request.headers(), request.method())),
     };
     let outcome = CatchPanic::new(exchange(&shared, request, &mut record)).await;
     let response = match outcome {
@@ -135,6 +138,7 @@ async fn exchange(
                 prefix: refused.prefix,
             }
         })?;
+    routed(record, route);
     let path = route.upstream.path(matched.rest);
     let endpoint = match parts.method {
         Method::POST => route.dialect.endpoint(&path),
@@ -146,6 +150,9 @@ async fn exchange(
     };
     shared.held.admit()?;
     let body = read_body(body, &parts.headers, shared).await?;
+    if let Some(span) = &record.span {
+        span.requested(endpoint.operation, &body, &path);
+    }
     let call = Call {
         shared,
         route,
@@ -161,9 +168,24 @@ async fn exchange(
     }
 
     let upstream_request = call.upstream_request(body.clone().into(), &record.request_id)?;
-    match forward::fetch(&route.upstream, upstream_request, call.reading()).await? {
+    let traced = record.span.as_deref().map(Traced::request);
+    match forward::fetch(&route.upstream, upstream_request, call.reading(), traced).await? {
         Fetched::Whole(upstream, bytes, scanner) => call.whole(upstream, bytes, scanner, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
+    }
+}
+
+/// The request's span learns its route.
+fn routed(record: &RequestRecord, route: &Route) {
+    if let Some(span) = &record.span {
+        let (address, port) = route.upstream.address();
+        span.routed(&trace::Routed {
+            route: &route.name,
+            client: record.client.as_deref(),
+            provider: route.dialect.provider(),
+            server_address: address,
+            server_port: port,
+        });
     }
 }
 
@@ -183,7 +205,9 @@ async fn passthrough(
     let request =
         forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
             .map_err(cannot_build)?;
-    let fetched = match forward::fetch(&route.upstream, request, Reading::Passthrough).await {
+    let traced = record.span.as_deref().map(Traced::request);
+    let fetched = match forward::fetch(&route.upstream, request, Reading::Passthrough, traced).await
+    {
         Ok(fetched) => fetched,
         // The upstream request failed because the client's body did: the
         // upstream got a cut request (hyper aborts it, and that connection
@@ -271,6 +295,7 @@ impl Call<'_> {
             dialect: self.route.dialect.name(),
             policy: self.route.capture,
             captures: &self.shared.captures,
+            span: record.span.as_deref(),
         }
     }
 
@@ -328,6 +353,7 @@ impl Call<'_> {
             pointers: judgement.pointers,
             uninspected: checked.uninspected,
             output: checked.output.map(|o| (o.task, o.verdict)),
+            identity: checked.identity,
             ..Findings::default()
         };
         let scope = self.scope(record);
@@ -386,6 +412,7 @@ impl Call<'_> {
                     retain_limit: self.shared.captures.retain_limit(),
                     envelope: record.envelope,
                     retry_invalid: record.retry_invalid,
+                    span: record.span.clone(),
                 };
                 // Its events may be rewritten, so the upstream's length no
                 // longer holds: it goes out chunked (close-delimited to an
@@ -427,6 +454,9 @@ fn error_response(err: &ProxyError, record: &RequestRecord) -> Response<Payload>
     if let ProxyError::Forward(fault) = err {
         let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
         telemetry::upstream_fault(label, &record.request_id, fault, false);
+    }
+    if let Some(span) = &record.span {
+        span.failed(err.kind());
     }
     let mut response = err.respond(&record.answering(false));
     if record.captured {

@@ -13,7 +13,9 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use crate::capture::{chosen, Capture, Captures, ChunkAnswer, Outcome};
 use crate::config::CapturePolicy;
 use crate::contract::OutputVerdict;
+use crate::inspect::Identity;
 use crate::telemetry;
+use crate::trace::{Judged, RequestSpan};
 
 /// What inspecting one response found.
 #[derive(Debug, Default)]
@@ -36,9 +38,43 @@ pub(crate) struct Findings {
     pub(crate) output: Option<(Cow<'static, str>, OutputVerdict)>,
     /// The response was stitched from chunks.
     pub(crate) stitched: bool,
+    /// Which model answered, and the response's well-formed id.
+    pub(crate) identity: Identity,
 }
 
 impl Findings {
+    /// The span's `probity.outcome`: the worst of what was found.
+    fn span_outcome(&self) -> &'static str {
+        if self.rejected.is_some() {
+            "rejected"
+        } else if self.cut.is_some() {
+            "cut"
+        } else if self.output.as_ref().is_some_and(|(_, v)| !v.valid()) {
+            "invalid_output"
+        } else if !self.pointers.is_empty() {
+            "normalized"
+        } else {
+            "passed"
+        }
+    }
+
+    /// What the request's span shows of these findings.
+    fn judged(&self) -> Judged<'_> {
+        let (reasons, invalid): (&[&'static str], bool) = match &self.output {
+            Some((_, verdict)) => (&verdict.reasons, !verdict.valid()),
+            None => (&[], false),
+        };
+        Judged {
+            outcome: self.span_outcome(),
+            tokens: &self.tokens,
+            pointers: &self.pointers,
+            invariant: self.rejected,
+            reasons: if invalid { reasons } else { &[] },
+            response_model: self.identity.model.as_deref(),
+            response_id: self.identity.id.as_deref(),
+        }
+    }
+
     /// Why the response is captured, if it is: anything probity changed
     /// or refused, and any invalid answer.
     fn outcome(&self) -> Option<Outcome> {
@@ -86,6 +122,8 @@ pub(crate) struct Scope<'a> {
     /// The route's `capture` and `capture_sample`.
     pub(crate) policy: CapturePolicy,
     pub(crate) captures: &'a Captures,
+    /// The request's span, when spans are exported.
+    pub(crate) span: Option<&'a RequestSpan>,
 }
 
 /// Counts, logs and captures what inspection found; whether the upstream
@@ -108,6 +146,12 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
             telemetry::output_invalid(task, scope.client, request_id, &verdict.reasons);
         }
     }
+    if let Some(span) = scope.span {
+        span.judged(&findings.judged());
+    }
+    let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
+    let normalized = !findings.pointers.is_empty();
+    telemetry::route_judged(route, normalized, findings.rejected.is_some(), output);
     let Some(outcome) = chosen(scope.policy, findings.outcome(), request_id.as_bytes()) else {
         return false;
     };

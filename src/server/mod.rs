@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) schemas: SchemaCache,
     /// Inspected answers held for clients still reading them.
     pub(crate) held: Arc<held::Held>,
+    /// Makes the requests' spans, when spans are exported.
+    pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
 }
 
 /// Failures before serving: nothing is half-started.
@@ -79,6 +81,9 @@ pub enum StartError {
     /// The capture store could not be opened (its path is not one).
     #[error("{0}")]
     Capture(String),
+    /// The span exporter could not be built (`[telemetry]`, `OTEL_*`).
+    #[error("{0}")]
+    Telemetry(String),
 }
 
 /// A bound, not yet serving, proxy.
@@ -157,6 +162,8 @@ impl Probity {
                     server.max_held_response_bytes,
                     Duration::from_millis(server.send_timeout_ms),
                 ),
+                tracer: crate::trace::Tracer::start(&config.telemetry)
+                    .map_err(|err| StartError::Telemetry(err.to_string()))?,
             }),
             proxy,
             admin,
@@ -210,12 +217,17 @@ impl Probity {
             let (reloader, shared) = (self.reloader.clone(), self.shared.clone());
             Arc::new(move || reloader.reload(&shared.routes, "admin"))
         };
+        let routes: admin::RouteList = {
+            let shared = self.shared.clone();
+            Arc::new(move || shared.routes.current().summaries())
+        };
         tokio::spawn(admin::serve(
             self.admin,
             ready.clone(),
             self.metrics,
             captures,
             reload,
+            routes,
         ));
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(
@@ -272,6 +284,10 @@ impl Probity {
         }
         // Captures of the requests just finished, within what is left.
         self.shared.captures.drain(deadline).await;
+        if let Some(tracer) = &self.shared.tracer {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            tracer.flush(left).await;
+        }
     }
 }
 

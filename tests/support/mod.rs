@@ -147,6 +147,8 @@ impl Probity {
             .env_remove("PROBITY_CONFIG")
             .env_remove("PROBITY_LISTEN")
             .env_remove("PROBITY_ADMIN_LISTEN")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -1,0 +1,133 @@
+//! Log lines on stdout: text by default, JSON with
+//! `PROBITY_LOG_FORMAT=json`; the level from `RUST_LOG` (default `info`).
+//!
+//! The text form is logfmt: `key=value`, a value quoted only when it must
+//! be (a space, a quote, `=`, or empty), whatever way the field was
+//! recorded. tracing's own text form quotes a `&str` field and not a
+//! `%display` one, so the same kind of value was written two ways.
+//! Colour only on a terminal: in a file or a collector escape codes are
+//! noise (and cost a tenth of each line's formatting).
+
+use std::fmt;
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::format::{FormatFields, Writer};
+
+/// Installs the process's log subscriber.
+pub fn init() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
+    if std::env::var("PROBITY_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init();
+    } else {
+        builder.fmt_fields(Logfmt).init();
+    }
+}
+
+/// The fields of a text line, in logfmt.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Logfmt;
+
+impl<'writer> FormatFields<'writer> for Logfmt {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut line = Line {
+            writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut line);
+        line.result
+    }
+}
+
+struct Line<'writer> {
+    writer: Writer<'writer>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl Line<'_> {
+    fn pair(&mut self, name: &str, value: &str) {
+        if self.result.is_err() {
+            return;
+        }
+        let separator = if std::mem::replace(&mut self.first, false) {
+            ""
+        } else {
+            " "
+        };
+        self.result = if name == "message" {
+            // The message leads the line, as prose.
+            write!(self.writer, "{separator}{value}")
+        } else {
+            write!(self.writer, "{separator}{name}=").and_then(|()| quoted(&mut self.writer, value))
+        };
+    }
+}
+
+/// A value as logfmt writes it: bare when it can be, else quoted with `"`
+/// and `\` escaped.
+fn quoted(writer: &mut Writer<'_>, value: &str) -> fmt::Result {
+    let bare = !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| c == ' ' || c == '"' || c == '=' || c == '\\' || c.is_control());
+    if bare {
+        return writer.write_str(value);
+    }
+    writer.write_char('"')?;
+    for c in value.chars() {
+        match c {
+            '"' => writer.write_str("\\\"")?,
+            '\\' => writer.write_str("\\\\")?,
+            '\n' => writer.write_str("\\n")?,
+            c if c.is_control() => write!(writer, "\\u{{{:x}}}", c as u32)?,
+            c => writer.write_char(c)?,
+        }
+    }
+    writer.write_char('"')
+}
+
+impl Visit for Line<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.pair(field.name(), value);
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        // `%display` fields arrive here too, as their Display text.
+        self.pair(field.name(), &format!("{value:?}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn line(value: &str) -> String {
+        let mut out = String::new();
+        quoted(&mut Writer::new(&mut out), value).unwrap();
+        out
+    }
+
+    #[test]
+    fn values_are_quoted_only_when_they_must_be() {
+        assert_eq!(line("openai"), "openai");
+        assert_eq!(line("127.0.0.1:8080"), "127.0.0.1:8080");
+        assert_eq!(line(""), "\"\"");
+        assert_eq!(line("no route"), "\"no route\"");
+        assert_eq!(line("a=b"), "\"a=b\"");
+        assert_eq!(line("say \"hi\"\n"), "\"say \\\"hi\\\"\\n\"");
+        assert_eq!(line("\u{1b}[31m"), "\"\\u{1b}[31m\"");
+    }
+}
