@@ -119,10 +119,11 @@ struct State {
 #[derive(Debug)]
 struct Call {
     span_id: SpanId,
+    method: Method,
     start: SystemTime,
     end: Option<SystemTime>,
     attributes: Vec<KeyValue>,
-    error: Option<&'static str>,
+    error: Option<Cow<'static, str>>,
 }
 
 /// Which upstream call a span id belongs to.
@@ -237,6 +238,7 @@ impl RequestSpan {
         self.with_state(|s| {
             s.calls.push(Call {
                 span_id,
+                method: method.clone(),
                 start: SystemTime::now(),
                 end: None,
                 attributes,
@@ -255,7 +257,7 @@ impl RequestSpan {
                 i64::from(status),
             ));
             if status >= 500 {
-                call.error = Some(status_class(status));
+                call.error = Some(status.to_string().into());
             }
             if whole {
                 call.end = Some(SystemTime::now());
@@ -266,7 +268,7 @@ impl RequestSpan {
     /// The upstream call failed (`kind`: `timeout`, `unreachable`...).
     pub(crate) fn call_failed(&self, id: CallId, kind: &'static str) {
         self.with_call(id, |call| {
-            call.error = Some(kind);
+            call.error = Some(kind.into());
             call.end = Some(SystemTime::now());
         });
     }
@@ -340,7 +342,7 @@ impl RequestSpan {
         for call in state.calls {
             let name = format!(
                 "{} {}",
-                call_method(&call.attributes),
+                call.method,
                 state.server_address.as_deref().unwrap_or("upstream")
             );
             let mut attributes = call.attributes;
@@ -355,15 +357,17 @@ impl RequestSpan {
                 name: name.into(),
                 start: call.start,
                 end: call.end.unwrap_or(end),
-                attributes: with_error(attributes, call.error),
+                attributes,
                 error: call.error,
                 trace_state: trace_state.clone(),
             }));
         }
-        let error = state
-            .error
-            .or(cut)
-            .or_else(|| (status >= 500).then(|| status_class(status)));
+        // A 5xx without a named cause: its status code, as the HTTP
+        // conventions say.
+        let error: Option<Cow<'static, str>> = match state.error.or(cut) {
+            Some(named) => Some(named.into()),
+            None => (status >= 500).then(|| status.to_string().into()),
+        };
         let mut attributes = state.attributes;
         attributes.push(KeyValue::new(
             "http.response.status_code",
@@ -386,13 +390,17 @@ impl RequestSpan {
             name,
             start: self.start,
             end,
-            attributes: with_error(attributes, error),
+            attributes,
             error,
             trace_state,
         }));
     }
 
     fn span_data(&self, parts: SpanParts) -> SpanData {
+        let mut attributes = parts.attributes;
+        if let Some(error) = &parts.error {
+            attributes.push(KeyValue::new("error.type", error.clone()));
+        }
         SpanData {
             span_context: SpanContext::new(
                 self.trace_id,
@@ -407,7 +415,7 @@ impl RequestSpan {
             name: parts.name,
             start_time: parts.start,
             end_time: parts.end,
-            attributes: parts.attributes,
+            attributes,
             dropped_attributes_count: 0,
             events: SpanEvents::default(),
             links: SpanLinks::default(),
@@ -429,34 +437,9 @@ struct SpanParts {
     start: SystemTime,
     end: SystemTime,
     attributes: Vec<KeyValue>,
-    error: Option<&'static str>,
+    /// `error.type`, also the span's error status.
+    error: Option<Cow<'static, str>>,
     trace_state: TraceState,
-}
-
-fn with_error(mut attributes: Vec<KeyValue>, error: Option<&'static str>) -> Vec<KeyValue> {
-    if let Some(error) = error {
-        attributes.push(KeyValue::new("error.type", error));
-    }
-    attributes
-}
-
-fn call_method(attributes: &[KeyValue]) -> String {
-    attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == "http.request.method")
-        .map_or_else(|| "HTTP".to_string(), |kv| kv.value.to_string())
-}
-
-/// `error.type` for a 5xx answer without a named cause: the status code,
-/// as the HTTP conventions say.
-fn status_class(status: u16) -> &'static str {
-    match status {
-        500 => "500",
-        502 => "502",
-        503 => "503",
-        504 => "504",
-        _ => "5xx",
-    }
 }
 
 fn strings<'a>(items: impl Iterator<Item = &'a str>) -> Value {
