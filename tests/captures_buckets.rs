@@ -1,0 +1,549 @@
+//! Captures in a bucket, against real object-store servers started by each
+//! test on its own port (moto's S3 server for `s3://`, Microsoft's Azurite
+//! for `az://`) and the real binary: a capture survives a restart byte for
+//! byte; two instances sharing a bucket each see the other's; a bucket that
+//! goes down changes no answer, its drops are counted and writes resume
+//! when it is back. The credentials given to probity never appear in its
+//! logs or metrics. A binary built without a bucket's feature refuses its
+//! URL, naming the feature. The bucket is read back with the store's own
+//! listing (S3's XML, Azure's SDK), never with probity's code.
+
+// Tests and benches fail loudly: the request-path lints do not apply.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    unreachable_pub,
+    missing_docs
+)]
+
+mod support;
+
+use support::*;
+
+/// A scheme of `[capture] store`, the feature that builds it, and whether
+/// this test binary's probity was built with it.
+const SCHEMES: &[(&str, &str, bool)] = &[
+    ("s3", "s3", cfg!(feature = "s3")),
+    ("gs", "gcs", cfg!(feature = "gcs")),
+    ("az", "azure", cfg!(feature = "azure")),
+];
+
+#[test]
+fn a_bucket_whose_backend_is_not_built_is_refused_naming_its_feature() {
+    let Some((scheme, feature, _)) = SCHEMES.iter().find(|(_, _, built)| !built) else {
+        eprintln!("every bucket backend is built: nothing to refuse");
+        return;
+    };
+    let path = temp_path(".toml");
+    let text = config(
+        "",
+        &format!("[capture]\nstore = \"{scheme}://bucket/captures\"\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
+        .args(["--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("capture.store"), "{said}");
+    assert!(
+        said.contains(&format!("`{feature}` cargo feature")),
+        "{said}"
+    );
+}
+
+/// The three tests, once per bucket backend this binary's probity has.
+macro_rules! bucket_tests {
+    ($module:ident, $feature:literal, $kind:expr) => {
+        #[cfg(feature = $feature)]
+        mod $module {
+            #[tokio::test]
+            async fn a_capture_in_a_bucket_survives_a_restart_byte_for_byte() {
+                super::bucket::survives_a_restart($kind).await;
+            }
+
+            #[tokio::test]
+            async fn two_instances_sharing_a_bucket_each_see_the_others_captures() {
+                super::bucket::shared_by_two_instances($kind).await;
+            }
+
+            #[tokio::test]
+            async fn a_bucket_that_goes_down_changes_no_answer_and_writes_resume() {
+                super::bucket::down_then_back($kind).await;
+            }
+        }
+    };
+}
+
+bucket_tests!(s3, "s3", super::bucket::Kind::S3);
+bucket_tests!(azure, "azure", super::bucket::Kind::Azure);
+
+#[cfg(any(feature = "s3", feature = "azure"))]
+mod bucket {
+    use super::*;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    const EMBEDDINGS_REQUEST: &str = r#"{"model": "m", "input": ["a"]}"#;
+    /// The bucket (S3) or container (Azure): valid in both.
+    const BUCKET: &str = "probity-captures";
+    /// Given to probity as its S3 key: it must never be shown.
+    const S3_SECRET: &str = "s3cr3t-never-logged-0f9a8b";
+    /// Azurite's one account key (public, but a key all the same: probity
+    /// must not show it).
+    const AZURITE_KEY: &str =
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+    /// Which object store a test runs against.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) enum Kind {
+        /// moto's S3-API server (`s3://`).
+        #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+        S3,
+        /// Azurite's Blob service (`az://`).
+        #[cfg_attr(not(feature = "azure"), allow(dead_code))]
+        Azure,
+    }
+
+    fn embeddings_body(prompt_tokens: &str) -> String {
+        format!(
+            r#"{{"object": "list", "data": [{{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}}], "model": "m", "usage": {{"prompt_tokens": {prompt_tokens}, "total_tokens": 4}}}}"#
+        )
+    }
+
+    /// tests/azurite, where `npm ci` puts Azurite and Azure's SDK.
+    fn azurite_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/azurite")
+    }
+
+    /// An object-store server on a port of its own, with one bucket;
+    /// killed on drop.
+    struct Server {
+        kind: Kind,
+        child: Option<Child>,
+        port: u16,
+    }
+
+    impl Server {
+        /// `None` (the test then passes, saying so) without the server,
+        /// except in CI.
+        async fn start(kind: Kind) -> Option<Self> {
+            let (missing, install) = match kind {
+                Kind::S3 => {
+                    let has_moto = Command::new("python3")
+                        .args(["-c", "import moto.server, flask_cors"])
+                        .status()
+                        .is_ok_and(|s| s.success());
+                    let missing: &[&str] = if has_moto { &[] } else { &["moto[server]"] };
+                    (missing, "python3 -m pip install 'moto[server]'")
+                }
+                Kind::Azure => {
+                    let has_azurite = azurite_dir()
+                        .join("node_modules/.bin/azurite-blob")
+                        .exists();
+                    let missing: &[&str] = if has_azurite { &[] } else { &["azurite"] };
+                    (missing, "npm ci --prefix tests/azurite")
+                }
+            };
+            if !can_run("captures_buckets", missing, install) {
+                return None;
+            }
+            let mut server = Self {
+                kind,
+                child: None,
+                port: closed_port(),
+            };
+            server.restart().await;
+            Some(server)
+        }
+
+        /// Starts the server (again: empty) on the same port, and the bucket.
+        async fn restart(&mut self) {
+            let port = self.port.to_string();
+            let mut command = match self.kind {
+                Kind::S3 => {
+                    let mut command = Command::new("python3");
+                    command.args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port]);
+                    command
+                }
+                Kind::Azure => {
+                    let mut command =
+                        Command::new(azurite_dir().join("node_modules/.bin/azurite-blob"));
+                    command
+                        .args(["--blobHost", "127.0.0.1", "--blobPort", &port])
+                        .args(["--inMemoryPersistence", "--skipApiVersionCheck", "--silent"])
+                        // Azurite writes its debug log and extent files here.
+                        .current_dir(std::env::temp_dir());
+                    command
+                }
+            };
+            let child = command
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            self.child = Some(child);
+            within("object store started", async {
+                while !self.create_bucket().await {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+            .await;
+        }
+
+        /// Whether the bucket now exists (false while the server starts).
+        async fn create_bucket(&self) -> bool {
+            match self.kind {
+                Kind::S3 => {
+                    let url = format!("{}/{BUCKET}", self.url());
+                    let request = http::Request::put(&url)
+                        .body(http_body_util::Full::default())
+                        .unwrap();
+                    match tokio::time::timeout(Duration::from_secs(1), client().request(request))
+                        .await
+                    {
+                        Ok(Ok(response)) => {
+                            assert_eq!(response.status(), 200, "bucket not created");
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+                Kind::Azure => self.azure_blobs().await.is_some(),
+            }
+        }
+
+        /// The container's blob names through Azure's SDK, creating the
+        /// container first if missing; `None` while Azurite is not up.
+        async fn azure_blobs(&self) -> Option<Vec<String>> {
+            let dir = azurite_dir();
+            let url = self.url();
+            let out = tokio::task::spawn_blocking(move || {
+                Command::new("node")
+                    .arg(dir.join("container.js"))
+                    .args([&url, BUCKET])
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap();
+            out.status
+                .success()
+                .then(|| serde_json::from_slice(&out.stdout).unwrap())
+        }
+
+        fn stop(&mut self) {
+            if let Some(mut child) = self.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+
+        fn url(&self) -> String {
+            format!("http://127.0.0.1:{}", self.port)
+        }
+
+        /// The keys of the bucket's objects, as the store lists them.
+        async fn keys(&self) -> Vec<String> {
+            match self.kind {
+                Kind::S3 => {
+                    let listing = get(&format!("{}/{BUCKET}?list-type=2", self.url()))
+                        .await
+                        .text();
+                    listing
+                        .split("<Key>")
+                        .skip(1)
+                        .filter_map(|rest| {
+                            rest.split_once("</Key>").map(|(key, _)| key.to_string())
+                        })
+                        .collect()
+                }
+                Kind::Azure => self
+                    .azure_blobs()
+                    .await
+                    .expect("Azurite lists the container"),
+            }
+        }
+
+        /// The store URL of `[capture] store`.
+        fn store(&self) -> String {
+            let scheme = match self.kind {
+                Kind::S3 => "s3",
+                Kind::Azure => "az",
+            };
+            format!("{scheme}://{BUCKET}/captures")
+        }
+
+        /// The credential probity is given, which it must never show.
+        fn secret(&self) -> &'static str {
+            match self.kind {
+                Kind::S3 => S3_SECRET,
+                Kind::Azure => AZURITE_KEY,
+            }
+        }
+
+        /// The cloud's standard variables, as an operator sets them.
+        fn env(&self) -> Vec<(&'static str, String)> {
+            match self.kind {
+                Kind::S3 => vec![
+                    ("AWS_ENDPOINT_URL", self.url()),
+                    ("AWS_ACCESS_KEY_ID", "probity-test-key-id".into()),
+                    ("AWS_SECRET_ACCESS_KEY", S3_SECRET.into()),
+                    ("AWS_REGION", "us-east-1".into()),
+                ],
+                Kind::Azure => vec![
+                    ("AZURE_STORAGE_USE_EMULATOR", "true".into()),
+                    ("AZURITE_BLOB_STORAGE_URL", self.url()),
+                    ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1".into()),
+                    ("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY.into()),
+                ],
+            }
+        }
+
+        /// probity on `config`, as instance `name`, writing to this bucket.
+        fn probity(&self, config: &str, name: &str) -> Probity {
+            let mut env = self.env();
+            env.push(("HOSTNAME", name.into()));
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            Probity::start_with_env(config, &env)
+        }
+
+        /// Writes time out after a second unless `capture` says otherwise.
+        fn config(&self, upstream: &Upstream, capture: &str) -> String {
+            let routes = route("openai", "/openai", &upstream.url(), "openai", "");
+            let timeout = if capture.contains("write_timeout_ms") {
+                ""
+            } else {
+                "write_timeout_ms = 1000"
+            };
+            let store = self.store();
+            config(
+                "",
+                &format!("{routes}\n[capture]\nstore = \"{store}\"\n{timeout}\n{capture}\n"),
+            )
+        }
+
+        fn no_secret_shown(&self, probity: &Probity, metrics: &str) {
+            let secret = self.secret();
+            assert!(
+                !probity.log_text().contains(secret),
+                "the secret was logged"
+            );
+            assert!(!metrics.contains(secret), "the secret is in /metrics");
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+
+    async fn normalizing_upstream() -> Upstream {
+        let body = embeddings_body(r#""4""#);
+        Upstream::start(move |_| Reply::json(200, body.clone()).header("x-upstream", "kept")).await
+    }
+
+    /// S3 and Azure keep an object's time to the second: captures of two
+    /// instances are ordered by it, so the test leaves a second between them.
+    async fn next_second() {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+
+    fn ids(listing: &serde_json::Value) -> Vec<String> {
+        listing["captures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["request_id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Waits until `probity_capture_writes_total{result="ok"}` is `n`.
+    async fn until_written(probity: &Probity, n: f64) {
+        let sample = r#"probity_capture_writes_total{result="ok"}"#;
+        within("captures written", async {
+            while probity.metric(sample).await != Some(n) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    }
+
+    pub(super) async fn survives_a_restart(kind: Kind) {
+        let Some(server) = Server::start(kind).await else {
+            return;
+        };
+        let upstream = normalizing_upstream().await;
+        let config = server.config(&upstream, "");
+        let mut probity = server.probity(&config, "first");
+        let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        assert_eq!(
+            got.header("probity-normalized"),
+            Some("/usage/prompt_tokens")
+        );
+        let id = got.header("x-request-id").unwrap().to_string();
+        assert_eq!(got.header("probity-capture"), Some(id.as_str()));
+        let retention = probity.logs().into_iter().any(|l| {
+            l["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("lifecycle rule")
+        });
+        assert!(retention, "no log line says who deletes from the bucket");
+        probity.signal("TERM");
+        assert_eq!(probity.exit_code().await, Some(0));
+        server.no_secret_shown(&probity, "");
+
+        let keys = server.keys().await;
+        let json = keys.iter().find(|k| k.ends_with(".json")).unwrap();
+        assert!(
+            json.starts_with("captures/dt=")
+                && json.contains("/hour=")
+                && json.ends_with(&format!("/first/{id}.json")),
+            "{keys:?}"
+        );
+        assert_eq!(keys.len(), 2, "{keys:?}");
+
+        let probity = server.probity(&config, "second");
+        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(capture.status, 200);
+        assert_eq!(
+            capture.body,
+            embeddings_body(r#""4""#).as_bytes(),
+            "byte-identical"
+        );
+        assert_eq!(capture.header("probity-upstream-x-upstream"), Some("kept"));
+        let listing = get(&probity.admin_url("/captures")).await.json();
+        assert_eq!(ids(&listing), [id]);
+        assert_eq!(
+            listing["captures"][0]["body_sha256"]
+                .as_str()
+                .unwrap()
+                .len(),
+            64
+        );
+        let metrics = get(&probity.admin_url("/metrics")).await.text();
+        server.no_secret_shown(&probity, &metrics);
+    }
+
+    pub(super) async fn shared_by_two_instances(kind: Kind) {
+        let Some(server) = Server::start(kind).await else {
+            return;
+        };
+        let upstream = normalizing_upstream().await;
+        let config = server.config(&upstream, "");
+        let a = server.probity(&config, "pod-a");
+        let b = server.probity(&config, "pod-b");
+        // Both are indexed (an empty bucket) before either writes.
+        for probity in [&a, &b] {
+            let listing = get(&probity.admin_url("/captures")).await.json();
+            assert_eq!(ids(&listing).len(), 0);
+        }
+        let from_a = post(&a.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id_a = from_a.header("x-request-id").unwrap().to_string();
+        until_written(&a, 1.0).await;
+        next_second().await;
+        let from_b = post(&b.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id_b = from_b.header("x-request-id").unwrap().to_string();
+        until_written(&b, 1.0).await;
+
+        for (probity, other) in [(&a, &id_b), (&b, &id_a)] {
+            let capture = get(&probity.admin_url(&format!("/captures/{other}"))).await;
+            assert_eq!(capture.status, 200, "{}", capture.text());
+            assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
+            let listing = get(&probity.admin_url("/captures")).await.json();
+            assert_eq!(ids(&listing), [id_b.clone(), id_a.clone()], "newest first");
+            let instances: Vec<&str> = listing["captures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["instance"].as_str().unwrap())
+                .collect();
+            assert_eq!(instances, ["pod-b", "pod-a"]);
+        }
+        // The listing alone finds another instance's newer capture too.
+        next_second().await;
+        let third = post(&b.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id_third = third.header("x-request-id").unwrap().to_string();
+        until_written(&b, 2.0).await;
+        let listing = get(&a.admin_url("/captures?limit=1")).await.json();
+        assert_eq!(ids(&listing), [id_third]);
+    }
+
+    pub(super) async fn down_then_back(kind: Kind) {
+        let Some(mut server) = Server::start(kind).await else {
+            return;
+        };
+        let upstream = normalizing_upstream().await;
+        let probity = server.probity(&server.config(&upstream, "write_timeout_ms = 500"), "pod");
+        let off_config = server.config(&upstream, "enabled = false");
+        let off = server.probity(&off_config, "off");
+        let reference = post(&off.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let first = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        until_written(&probity, 1.0).await;
+
+        server.stop();
+        let started = Instant::now();
+        for _ in 0..5 {
+            let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+            assert_eq!(got.status, reference.status);
+            assert_eq!(got.body, reference.body, "answered as with capture off");
+            assert_eq!(
+                got.header("probity-normalized"),
+                reference.header("probity-normalized")
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let dropped = within("drops counted", async {
+            loop {
+                let mut dropped = 0.0;
+                for reason in ["store_error", "timeout"] {
+                    let sample = format!(r#"probity_capture_dropped_total{{reason="{reason}"}}"#);
+                    dropped += probity.metric(&sample).await.unwrap_or(0.0);
+                }
+                if dropped >= 5.0 {
+                    return dropped;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert_eq!(dropped, 5.0);
+        assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
+        // The listing still answers while the bucket is down.
+        let listing = get(&probity.admin_url("/captures")).await;
+        assert_eq!(listing.status, 200);
+
+        // Back (empty: neither server keeps anything), and the next capture lands.
+        server.restart().await;
+        let again = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id = again.header("x-request-id").unwrap().to_string();
+        until_written(&probity, 2.0).await;
+        let keys = server.keys().await;
+        assert!(
+            keys.iter().any(|k| k.ends_with(&format!("/{id}.json"))),
+            "{keys:?}"
+        );
+        assert!(
+            keys.iter().any(|k| k.ends_with(&format!("/{id}.body"))),
+            "{keys:?}"
+        );
+        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(capture.status, 200);
+        assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
+        assert_ne!(first.header("x-request-id"), Some(id.as_str()));
+        let metrics = get(&probity.admin_url("/metrics")).await.text();
+        server.no_secret_shown(&probity, &metrics);
+    }
+}
