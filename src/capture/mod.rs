@@ -277,7 +277,7 @@ impl Captures {
         let store = Store::open(&location)?;
         let bounds = Bounds {
             max_entries: usize::try_from(config.max_entries).unwrap_or(usize::MAX),
-            max_bytes: config.max_bytes,
+            max_bytes: config.max_bytes(),
             max_age: crate::config::parse_age(&config.max_age).unwrap_or(Duration::MAX),
         };
         let (queue, jobs) = mpsc::channel(usize::try_from(config.queue).unwrap_or(1).max(1));
@@ -302,7 +302,7 @@ impl Captures {
         ));
         Ok(Arc::new(Self {
             enabled: config.enabled,
-            max_body: config.max_bytes,
+            max_body: config.max_bytes(),
             instance: store::segment(&instance_name()),
             shared,
             queue,

@@ -133,8 +133,9 @@ pub struct CaptureConfig {
     pub store: String,
     /// The most captures kept; the oldest go first.
     pub max_entries: u64,
-    /// The total of the bodies kept; a single larger body is listed, not kept.
-    pub max_bytes: u64,
+    /// The total of the bodies kept; a single larger body is listed, not
+    /// kept. Unset: [`CaptureConfig::max_bytes`] picks by store.
+    pub max_bytes: Option<u64>,
     /// Captures older than this are evicted: `30s`, `15m`, `12h`, `7d`.
     pub max_age: String,
     /// Captures waiting to be written; past it, new ones are dropped.
@@ -151,12 +152,27 @@ impl Default for CaptureConfig {
             enabled: true,
             store: "probity-captures".into(),
             max_entries: 100_000,
-            max_bytes: 1024 * 1024 * 1024,
+            max_bytes: None,
             max_age: "7d".into(),
             queue: 1024,
             write_concurrency: 4,
             write_timeout_ms: 10_000,
         }
+    }
+}
+
+impl CaptureConfig {
+    /// `max_bytes`, or by default 1 GiB on disk or in a bucket and 64 MiB
+    /// in `memory:`, where the bodies are the process's own memory: a
+    /// container sized for proxying would be killed long before 1 GiB.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes.unwrap_or_else(|| {
+            if matches!(Location::parse(&self.store), Ok(Location::Memory)) {
+                64 * 1024 * 1024
+            } else {
+                1024 * 1024 * 1024
+            }
+        })
     }
 }
 

@@ -174,7 +174,7 @@ impl super::CaptureConfig {
         }
         for (key, value) in [
             ("capture.max_entries", self.max_entries),
-            ("capture.max_bytes", self.max_bytes),
+            ("capture.max_bytes", self.max_bytes()),
             ("capture.queue", self.queue),
             ("capture.write_concurrency", self.write_concurrency),
             ("capture.write_timeout_ms", self.write_timeout_ms),
@@ -514,6 +514,22 @@ fn positive(path: &str, value: u64, problems: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_bytes_defaults_by_store_and_a_set_value_wins() {
+        let store = |store: &str, max_bytes| crate::config::CaptureConfig {
+            store: store.into(),
+            max_bytes,
+            ..Default::default()
+        };
+        assert_eq!(store("memory:", None).max_bytes(), 64 << 20);
+        assert_eq!(store("probity-captures", None).max_bytes(), 1 << 30);
+        assert_eq!(store("s3://bucket/p", None).max_bytes(), 1 << 30);
+        assert_eq!(store("memory:", Some(1 << 30)).max_bytes(), 1 << 30);
+        let mut problems = Vec::new();
+        store("memory:", Some(0)).validate(&mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+    }
 
     #[test]
     fn store_urls_are_parsed() {
