@@ -127,6 +127,9 @@ mod bucket {
         kind: Kind,
         child: Option<Child>,
         port: u16,
+        /// S3 over HTTPS: the folder of a private CA and the server's
+        /// certificate it signed (`ca.pem`, `cert.pem`, `key.pem`).
+        tls: Option<PathBuf>,
     }
 
     impl Server {
@@ -157,7 +160,29 @@ mod bucket {
                 kind,
                 child: None,
                 port: closed_port(),
+                tls: None,
             };
+            server.restart().await;
+            Some(server)
+        }
+
+        /// moto over HTTPS, its certificate signed by a CA of the test's
+        /// own (as a private MinIO's would be).
+        async fn start_tls() -> Option<Self> {
+            let has_openssl = Command::new("openssl")
+                .arg("version")
+                .output()
+                .is_ok_and(|out| out.status.success());
+            let missing: &[&str] = if has_openssl { &[] } else { &["openssl"] };
+            if !can_run("captures_buckets", missing, "apt-get install openssl") {
+                return None;
+            }
+            let dir = temp_path("-tls");
+            std::fs::create_dir_all(&dir).unwrap();
+            private_ca(&dir);
+            let mut server = Self::start(Kind::S3).await?;
+            server.stop();
+            server.tls = Some(dir);
             server.restart().await;
             Some(server)
         }
@@ -169,6 +194,10 @@ mod bucket {
                 Kind::S3 => {
                     let mut command = Command::new("python3");
                     command.args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port]);
+                    if let Some(dir) = &self.tls {
+                        command.arg("-c").arg(dir.join("cert.pem"));
+                        command.arg("-k").arg(dir.join("key.pem"));
+                    }
                     command
                 }
                 Kind::Azure => {
@@ -200,6 +229,7 @@ mod bucket {
         /// Whether the bucket now exists (false while the server starts).
         async fn create_bucket(&self) -> bool {
             match self.kind {
+                Kind::S3 if self.tls.is_some() => self.create_bucket_over_tls().await,
                 Kind::S3 => {
                     let url = format!("{}/{BUCKET}", self.url());
                     let request = http::Request::put(&url)
@@ -217,6 +247,27 @@ mod bucket {
                 }
                 Kind::Azure => self.azure_blobs().await.is_some(),
             }
+        }
+
+        /// Python's HTTP client, trusting the test's CA, creates the bucket.
+        async fn create_bucket_over_tls(&self) -> bool {
+            let ca = self.tls.as_ref().unwrap().join("ca.pem");
+            let url = format!("{}/{BUCKET}", self.url());
+            let script = "import ssl, sys, urllib.request\n\
+                context = ssl.create_default_context(cafile=sys.argv[1])\n\
+                request = urllib.request.Request(sys.argv[2], method='PUT')\n\
+                urllib.request.urlopen(request, context=context, timeout=1)";
+            tokio::task::spawn_blocking(move || {
+                Command::new("python3")
+                    .args(["-c", script])
+                    .arg(ca)
+                    .arg(url)
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success())
+            })
+            .await
+            .unwrap()
         }
 
         /// The container's blob names through Azure's SDK, creating the
@@ -246,7 +297,8 @@ mod bucket {
         }
 
         fn url(&self) -> String {
-            format!("http://127.0.0.1:{}", self.port)
+            let scheme = if self.tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://127.0.0.1:{}", self.port)
         }
 
         /// The keys of the bucket's objects, as the store lists them.
@@ -342,7 +394,39 @@ mod bucket {
     impl Drop for Server {
         fn drop(&mut self) {
             self.stop();
+            if let Some(dir) = &self.tls {
+                let _ = std::fs::remove_dir_all(dir);
+            }
         }
+    }
+
+    /// A CA and a certificate for 127.0.0.1 it signed, in `dir`.
+    fn private_ca(dir: &std::path::Path) {
+        let openssl = |args: &str| {
+            let out = Command::new("openssl")
+                .args(args.split_whitespace())
+                .current_dir(dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "openssl {args}: {out:?}");
+        };
+        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        openssl(&format!(
+            "req -x509 {key} -days 2 -subj /CN=probity-test-CA -keyout ca.key -out ca.pem"
+        ));
+        openssl(&format!(
+            "req -new {key} -subj /CN=127.0.0.1 -keyout key.pem -out cert.csr"
+        ));
+        std::fs::write(
+            dir.join("cert.ext"),
+            "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n\
+             extendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(
+            "x509 -req -in cert.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+             -extfile cert.ext -out cert.pem",
+        );
     }
 
     async fn normalizing_upstream() -> Upstream {
@@ -374,6 +458,51 @@ mod bucket {
             }
         })
         .await;
+    }
+
+    /// A bucket behind a private CA is reached when `SSL_CERT_FILE` names
+    /// the CA, as for the clouds' own SDKs, and refused otherwise: the
+    /// certificate is checked, not waved through.
+    #[cfg(feature = "s3")]
+    #[tokio::test]
+    async fn a_bucket_over_https_is_trusted_through_the_systems_roots() {
+        let Some(server) = Server::start_tls().await else {
+            return;
+        };
+        let upstream = normalizing_upstream().await;
+        let config = server.config(&upstream, "");
+        let ca = server.tls.as_ref().unwrap().join("ca.pem");
+        let mut env = server.env();
+        env.push(("SSL_CERT_FILE", ca.to_str().unwrap().into()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let trusting = Probity::start_with_env(&config, &env);
+        let got = post(&trusting.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id = got.header("x-request-id").unwrap().to_string();
+        until_written(&trusting, 1.0).await;
+        let capture = get(&trusting.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(capture.status, 200);
+        assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
+
+        // Without the CA, the same bucket is not trusted: the capture is
+        // dropped, the answer is the same.
+        let env = server.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let doubting = Probity::start_with_env(&config, &env);
+        let again = post(&doubting.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        assert_eq!(again.body, got.body);
+        let sample = r#"probity_capture_dropped_total{reason="store_error"}"#;
+        within("the untrusted write dropped", async {
+            while doubting.metric(sample).await != Some(1.0) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert_eq!(
+            doubting
+                .metric(r#"probity_capture_writes_total{result="ok"}"#)
+                .await,
+            None
+        );
     }
 
     pub(super) async fn survives_a_restart(kind: Kind) {
