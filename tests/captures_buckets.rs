@@ -218,12 +218,16 @@ mod bucket {
                 .spawn()
                 .unwrap();
             self.child = Some(child);
-            within("object store started", async {
+            // A server's start (Python's or Node's) on a loaded 2-core CI
+            // machine, with the other tests' servers starting too, can take
+            // longer than one STEP.
+            let started = tokio::time::timeout(Duration::from_secs(30), async {
                 while !self.create_bucket().await {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             })
             .await;
+            assert!(started.is_ok(), "{:?} did not start within 30 s", self.kind);
         }
 
         /// Whether the bucket now exists (false while the server starts).
