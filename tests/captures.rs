@@ -125,15 +125,6 @@ fn plant(store: &Path, day: &str, hour: u32, id: &str, route: &str, outcome: &st
     dir
 }
 
-fn ids(listing: &serde_json::Value) -> Vec<String> {
-    listing["captures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["request_id"].as_str().unwrap().to_string())
-        .collect()
-}
-
 async fn normalizing_upstream() -> Upstream {
     let body = embeddings_body(r#""4""#);
     Upstream::start(move |_| Reply::json(200, body.clone()).header("x-upstream", "kept")).await
@@ -187,7 +178,7 @@ async fn a_capture_survives_a_restart_byte_for_byte() {
     assert_eq!(capture.header("probity-upstream-x-upstream"), Some("kept"));
     assert_eq!(capture.header("probity-upstream-status"), Some("200"));
     let listing = get(&probity.admin_url("/captures")).await.json();
-    assert_eq!(ids(&listing), [id]);
+    assert_eq!(capture_ids(&listing), [id]);
 }
 
 #[tokio::test]
@@ -232,7 +223,7 @@ async fn the_oldest_captures_are_evicted_by_bytes_and_by_age() {
     );
     until_files(&dir.0, ".body", 2).await;
     let listing = get(&probity.admin_url("/captures")).await.json();
-    assert_eq!(ids(&listing), [sent[3].clone(), sent[2].clone()]);
+    assert_eq!(capture_ids(&listing), [sent[3].clone(), sent[2].clone()]);
     let gone = get(&probity.admin_url("/captures/ancient")).await;
     assert_eq!(gone.status, 404);
 }
@@ -267,7 +258,7 @@ async fn a_torn_capture_is_never_listed() {
     let capture = format!("store = \"{}\"\nmax_age = \"3650d\"", dir.store());
     let probity = Probity::start(&with_store(&upstream, "", &capture));
     let listing = get(&probity.admin_url("/captures")).await.json();
-    assert_eq!(ids(&listing), ["whole"]);
+    assert_eq!(capture_ids(&listing), ["whole"]);
     for id in ["lone", "cut", "temp"] {
         let got = get(&probity.admin_url(&format!("/captures/{id}"))).await;
         assert_eq!(got.status, 404, "{id}");
@@ -317,7 +308,7 @@ async fn a_hundred_thousand_captures_are_listed_newest_first_quickly() {
     let listed = Instant::now();
     let page = get(&probity.admin_url("/captures?limit=50")).await.json();
     let first_page = listed.elapsed();
-    let got = ids(&page);
+    let got = capture_ids(&page);
     assert_eq!(got.len(), 50);
     assert!(
         got[0].starts_with(&format!("c{:04}-", HOURS - 1)),
@@ -330,7 +321,7 @@ async fn a_hundred_thousand_captures_are_listed_newest_first_quickly() {
     let url = format!("/captures?limit=50&before={next}&route=openai&outcome=rejected");
     let filtered = get(&probity.admin_url(&url)).await.json();
     let filtered_page = listed.elapsed();
-    assert_eq!(ids(&filtered).len(), 50);
+    assert_eq!(capture_ids(&filtered).len(), 50);
     assert!(filtered["captures"]
         .as_array()
         .unwrap()
@@ -432,7 +423,7 @@ async fn a_failing_store_changes_no_answer() {
     // The listing still answers; no failed capture is in it.
     let listing = get(&probity.admin_url("/captures")).await;
     assert_eq!(listing.status, 200);
-    assert!(ids(&listing.json()).len() <= 1);
+    assert!(capture_ids(&listing.json()).len() <= 1);
 }
 
 #[tokio::test]
@@ -479,16 +470,16 @@ async fn a_route_captures_all_or_nothing_as_configured() {
     );
     assert_eq!(bad.header("probity-capture"), None);
     let listing = get(&probity.admin_url("/captures")).await.json();
-    assert_eq!(ids(&listing), std::slice::from_ref(&id));
+    assert_eq!(capture_ids(&listing), std::slice::from_ref(&id));
     assert_eq!(listing["captures"][0]["outcome"], "passed");
     let passed = get(&probity.admin_url("/captures?outcome=passed&route=all"))
         .await
         .json();
-    assert_eq!(ids(&passed), [id]);
+    assert_eq!(capture_ids(&passed), [id]);
     let none = get(&probity.admin_url("/captures?outcome=rejected"))
         .await
         .json();
-    assert_eq!(ids(&none).len(), 0);
+    assert_eq!(capture_ids(&none).len(), 0);
 }
 
 #[tokio::test]
@@ -571,7 +562,7 @@ async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart()
         "the older capture stays"
     );
     let listing = get(&probity.admin_url("/captures")).await.json();
-    assert_eq!(ids(&listing), ["reused"]);
+    assert_eq!(capture_ids(&listing), ["reused"]);
 
     // Reused once more, now: the newest capture is this one, here and
     // after a restart, and the older files are gone.
@@ -605,7 +596,7 @@ async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart()
     let got = get(&probity.admin_url("/captures/reused")).await;
     assert_eq!(got.text(), expected);
     let listing = get(&probity.admin_url("/captures")).await.json();
-    assert_eq!(ids(&listing), ["reused"]);
+    assert_eq!(capture_ids(&listing), ["reused"]);
 }
 
 #[tokio::test]

@@ -444,15 +444,6 @@ mod bucket {
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
 
-    fn ids(listing: &serde_json::Value) -> Vec<String> {
-        listing["captures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["request_id"].as_str().unwrap().to_string())
-            .collect()
-    }
-
     /// Waits until `probity_capture_writes_total{result="ok"}` is `n`.
     async fn until_written(probity: &Probity, n: f64) {
         let sample = r#"probity_capture_writes_total{result="ok"}"#;
@@ -554,7 +545,7 @@ mod bucket {
         );
         assert_eq!(capture.header("probity-upstream-x-upstream"), Some("kept"));
         let listing = get(&probity.admin_url("/captures")).await.json();
-        assert_eq!(ids(&listing), [id]);
+        assert_eq!(capture_ids(&listing), [id]);
         assert_eq!(
             listing["captures"][0]["body_sha256"]
                 .as_str()
@@ -577,7 +568,7 @@ mod bucket {
         // Both are indexed (an empty bucket) before either writes.
         for probity in [&a, &b] {
             let listing = get(&probity.admin_url("/captures")).await.json();
-            assert_eq!(ids(&listing).len(), 0);
+            assert_eq!(capture_ids(&listing).len(), 0);
         }
         let from_a = post(&a.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
         let id_a = from_a.header("x-request-id").unwrap().to_string();
@@ -592,7 +583,11 @@ mod bucket {
             assert_eq!(capture.status, 200, "{}", capture.text());
             assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
             let listing = get(&probity.admin_url("/captures")).await.json();
-            assert_eq!(ids(&listing), [id_b.clone(), id_a.clone()], "newest first");
+            assert_eq!(
+                capture_ids(&listing),
+                [id_b.clone(), id_a.clone()],
+                "newest first"
+            );
             let instances: Vec<&str> = listing["captures"]
                 .as_array()
                 .unwrap()
@@ -607,7 +602,7 @@ mod bucket {
         let id_third = third.header("x-request-id").unwrap().to_string();
         until_written(&b, 2.0).await;
         let listing = get(&a.admin_url("/captures?limit=1")).await.json();
-        assert_eq!(ids(&listing), [id_third]);
+        assert_eq!(capture_ids(&listing), [id_third]);
     }
 
     pub(super) async fn down_then_back(kind: Kind) {

@@ -421,6 +421,16 @@ pub async fn send(request: Request<Full<Bytes>>) -> Got {
     .await
 }
 
+/// The request ids of a `GET /captures` listing, in its order.
+pub fn capture_ids(listing: &serde_json::Value) -> Vec<String> {
+    listing["captures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["request_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 pub async fn get(url: &str) -> Got {
     send(Request::get(url).body(Full::default()).unwrap()).await
 }
