@@ -208,6 +208,11 @@ impl CheckedStream {
                 );
                 let note = self.comments.then_some(note.as_str());
                 let rewritten = stream::rewrite(self.framing, event.raw, &judgement.nulls, note);
+                // The span reads the event as delivered: a nulled id stays
+                // out of it, a sound model beside it does not.
+                if self.context.span.is_some() {
+                    self.identify(&stream::parse_event(self.framing, &rewritten));
+                }
                 self.out.push_back(Bytes::from(rewritten));
                 self.note_tokens(&judgement.tokens);
                 self.findings.malformed.extend(judgement.malformed);
@@ -228,8 +233,8 @@ impl CheckedStream {
     }
 
     /// For the request's span: the model and response id of the first
-    /// event that carries them, taken only from an event that passed as it
-    /// came (a nulled id never reaches the span).
+    /// event that carries them, read from the event as it was delivered (a
+    /// nulled id is `null` there and never reaches the span).
     fn identify(&mut self, event: &stream::Event<'_>) {
         let found = &self.findings.identity;
         if self.context.span.is_none() || (found.model.is_some() && found.id.is_some()) {
