@@ -75,6 +75,11 @@ macro_rules! bucket_tests {
             async fn a_bucket_that_goes_down_changes_no_answer_and_writes_resume() {
                 super::bucket::down_then_back($kind).await;
             }
+
+            #[tokio::test]
+            async fn a_stalled_bucket_changes_no_answer_and_holds_no_listing() {
+                super::bucket::stalled_then_back($kind).await;
+            }
         }
     };
 }
@@ -291,6 +296,17 @@ mod bucket {
             out.status
                 .success()
                 .then(|| serde_json::from_slice(&out.stdout).unwrap())
+        }
+
+        /// Stops (`STOP`) or resumes (`CONT`) the server's process: its
+        /// port still accepts connections, but nothing answers.
+        fn signal(&self, signal: &str) {
+            let pid = self.child.as_ref().unwrap().id().to_string();
+            let status = Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -{signal} {pid}");
         }
 
         fn stop(&mut self) {
@@ -603,6 +619,68 @@ mod bucket {
         until_written(&b, 2.0).await;
         let listing = get(&a.admin_url("/captures?limit=1")).await.json();
         assert_eq!(capture_ids(&listing), [id_third]);
+    }
+
+    /// A bucket that accepts connections and answers nothing (a stalled
+    /// server, a black-holed route): the answers are as with capture off,
+    /// the writes time out and are counted, and the listing answers from
+    /// the index within its wait instead of the bucket client's 30 s.
+    pub(super) async fn stalled_then_back(kind: Kind) {
+        let Some(server) = Server::start(kind).await else {
+            return;
+        };
+        let upstream = normalizing_upstream().await;
+        let probity = server.probity(&server.config(&upstream, "write_timeout_ms = 500"), "pod");
+        let first = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let first = first.header("x-request-id").unwrap().to_string();
+        until_written(&probity, 1.0).await;
+
+        server.signal("STOP");
+        let started = Instant::now();
+        for _ in 0..3 {
+            let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+            assert_eq!(got.status, 200);
+            assert_eq!(got.body, embeddings_body("null").as_bytes());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let listed = Instant::now();
+        let listing = get(&probity.admin_url("/captures")).await;
+        let waited = listed.elapsed();
+        assert_eq!(listing.status, 200);
+        assert!(
+            waited < Duration::from_secs(8),
+            "the listing waited {waited:?}"
+        );
+        // The capture written before is in the index, but its metadata is
+        // in the stalled bucket: left out, counted, not forgotten.
+        let listing = listing.json();
+        assert_eq!(capture_ids(&listing), Vec::<String>::new(), "{listing}");
+        assert_eq!(listing["unread"], 1, "{listing}");
+        let timeouts = r#"probity_capture_dropped_total{reason="timeout"}"#;
+        within("stalled writes dropped", async {
+            while probity.metric(timeouts).await != Some(3.0) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
+        assert!(probity.log_text().contains("capture bucket slow to list"));
+
+        server.signal("CONT");
+        let again = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id = again.header("x-request-id").unwrap().to_string();
+        until_written(&probity, 2.0).await;
+        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(capture.status, 200);
+        assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
+        // Back, the capture left out while the bucket stalled is listed.
+        let listing = get(&probity.admin_url("/captures")).await.json();
+        assert!(capture_ids(&listing).contains(&first), "{listing}");
+        assert_eq!(listing["unread"], 0, "{listing}");
     }
 
     pub(super) async fn down_then_back(kind: Kind) {

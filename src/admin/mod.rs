@@ -225,8 +225,9 @@ fn chunk_path(path: &str) -> Option<(&str, usize)> {
 /// Most captures on one page of a listing.
 const MAX_PAGE: usize = 1000;
 
-/// `{"captures": [...], "next": <request id>|null}`, the newest first; the
-/// next page is `?before=<next>` with the same filters.
+/// `{"captures": [...], "next": <request id>|null, "unread": n}`, the
+/// newest first; the next page is `?before=<next>` with the same filters;
+/// `unread` counts captures the store did not give in time (left out).
 async fn listing(captures: &Captures, query: Option<&str>) -> Response<Full<Bytes>> {
     let query = match parse_query(query.unwrap_or("")) {
         Ok(query) => query,
@@ -241,7 +242,9 @@ async fn listing(captures: &Captures, query: Option<&str>) -> Response<Full<Byte
         .into_iter()
         .filter_map(page::listed)
         .collect();
-    let body = serde_json::json!({ "captures": entries, "next": found.next }).to_string();
+    let body =
+        serde_json::json!({ "captures": entries, "next": found.next, "unread": found.unread })
+            .to_string();
     let mut response = text(StatusCode::OK, body);
     response
         .headers_mut()

@@ -244,6 +244,23 @@ pub(crate) struct Query {
 pub(crate) struct Page {
     pub(crate) captures: Vec<Meta>,
     pub(crate) next: Option<String>,
+    /// Captures left out because the store did not give their metadata
+    /// in time (a bucket down or stalled); they are listed again later.
+    pub(crate) unread: usize,
+}
+
+/// The longest a listing waits for one capture's metadata; after one such
+/// miss it reads no more from the store, so a stalled bucket costs a
+/// listing this once, not the bucket client's 30 s per capture.
+const META_WAIT: Duration = Duration::from_secs(2);
+
+/// What a listing made of one indexed capture.
+enum Listed {
+    Shown(Box<Meta>),
+    /// Filtered out, or broken (never listed again).
+    Skipped,
+    /// The store did not answer: left out of this page only.
+    Unread,
 }
 
 /// A listing could not be answered.
@@ -475,57 +492,82 @@ impl Captures {
             }
             None => None,
         };
-        let mut captures = Vec::new();
+        let mut page = Page {
+            captures: Vec::new(),
+            next: None,
+            unread: 0,
+        };
         loop {
             let batch = match self.shared.index.lock() {
                 Ok(index) => index.older(before, 256),
                 Err(_) => Vec::new(),
             };
             let Some(last) = batch.last().map(|(key, _)| *key) else {
-                return Ok(Page {
-                    captures,
-                    next: None,
-                });
+                return Ok(page);
             };
             for (key, entry) in batch {
                 if query.since.is_some_and(|since| key.0 < since) {
-                    return Ok(Page {
-                        captures,
-                        next: None,
-                    });
+                    return Ok(page);
                 }
-                let Some(meta) = self.meta_if(key, &entry, query).await else {
-                    continue;
-                };
-                captures.push(meta);
-                if captures.len() >= query.limit {
-                    let next = captures.last().map(|m| m.request_id.clone());
-                    return Ok(Page { captures, next });
+                // After one miss the store is not asked again this page.
+                let store_answers = page.unread == 0;
+                match self.meta_if(key, &entry, query, store_answers).await {
+                    Listed::Shown(meta) => page.captures.push(*meta),
+                    Listed::Skipped => continue,
+                    Listed::Unread => {
+                        page.unread += 1;
+                        continue;
+                    }
+                }
+                if page.captures.len() >= query.limit {
+                    page.next = page.captures.last().map(|m| m.request_id.clone());
+                    return Ok(page);
                 }
             }
             before = Some(last);
         }
     }
 
-    /// An entry's metadata when it passes the query's filters.
-    async fn meta_if(&self, key: Key, entry: &Entry, query: &Query) -> Option<Meta> {
+    /// An entry's metadata when it passes the query's filters; read from
+    /// the store only while `store_answers`.
+    async fn meta_if(&self, key: Key, entry: &Entry, query: &Query, store_answers: bool) -> Listed {
         let passes = |route: &str, outcome: &str| {
             query.route.as_deref().is_none_or(|r| r == route)
                 && query.outcome.as_deref().is_none_or(|o| o == outcome)
         };
         if let Some(pending) = &entry.pending {
             let meta = &pending.meta;
-            return passes(&meta.route, &meta.outcome).then(|| meta.clone());
+            return match passes(&meta.route, &meta.outcome) {
+                true => Listed::Shown(Box::new(meta.clone())),
+                false => Listed::Skipped,
+            };
         }
         match &entry.summary {
-            Summary::Broken => return None,
-            Summary::Known { route, outcome } if !passes(route, outcome) => return None,
+            Summary::Broken => return Listed::Skipped,
+            Summary::Known { route, outcome } if !passes(route, outcome) => return Listed::Skipped,
             _ => {}
         }
-        let read = self.shared.store.read(&entry.objects.json).await;
-        let meta = read
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Meta>(&bytes).ok());
+        if !store_answers {
+            return Listed::Unread;
+        }
+        let read = tokio::time::timeout(META_WAIT, self.shared.store.read(&entry.objects.json));
+        // A store that fails or stalls says nothing of the capture: it is
+        // not marked broken, only left out of this page.
+        let bytes = match read.await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "capture metadata not read: left out of the listing");
+                return Listed::Unread;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    waited_ms = META_WAIT.as_millis(),
+                    "capture store slow to read: the listing leaves captures out"
+                );
+                return Listed::Unread;
+            }
+        };
+        let meta = serde_json::from_slice::<Meta>(&bytes).ok();
         let summary = match &meta {
             Some(meta) => Summary::Known {
                 route: meta.route.as_str().into(),
@@ -536,7 +578,10 @@ impl Captures {
         if let Ok(mut index) = self.shared.index.lock() {
             index.summarize(key, summary);
         }
-        meta.filter(|meta| passes(&meta.route, &meta.outcome))
+        match meta.filter(|meta| passes(&meta.route, &meta.outcome)) {
+            Some(meta) => Listed::Shown(Box::new(meta)),
+            None => Listed::Skipped,
+        }
     }
 
     /// Stops taking captures and waits, until `deadline`, for the queued

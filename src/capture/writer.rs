@@ -29,6 +29,11 @@ pub(crate) struct Job {
 /// a fleet differ a little.
 const REFRESH_OVERLAP: Duration = Duration::from_secs(300);
 
+/// The longest a listing or a lookup waits on a bucket for what other
+/// instances wrote: a stalled bucket then costs the admin page (which
+/// refreshes every few seconds) this, not the bucket client's 30 s.
+const REFRESH_WAIT: Duration = Duration::from_secs(3);
+
 /// Why a capture was dropped: the `reason` label.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum DropReason {
@@ -178,7 +183,15 @@ impl Shared {
         else {
             return;
         };
-        match self.store.scan_since(since).await {
+        let scanned = tokio::time::timeout(REFRESH_WAIT, self.store.scan_since(since)).await;
+        let Ok(scanned) = scanned else {
+            tracing::warn!(
+                waited_ms = REFRESH_WAIT.as_millis(),
+                "capture bucket slow to list: the listing shows what was indexed"
+            );
+            return;
+        };
+        match scanned {
             Ok(found) => {
                 self.merge(found).await;
                 if let Ok(mut at) = self.refreshed.lock() {
