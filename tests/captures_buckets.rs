@@ -727,9 +727,11 @@ mod bucket {
         .await;
         assert_eq!(dropped, 5.0);
         assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
-        // The listing still answers while the bucket is down.
+        // The listing still answers while the bucket is down, leaving out
+        // (and counting) the capture whose metadata it cannot read.
         let listing = get(&probity.admin_url("/captures")).await;
         assert_eq!(listing.status, 200);
+        assert_eq!(listing.json()["unread"], 1, "{}", listing.text());
 
         // Back (empty: neither server keeps anything), and the next capture lands.
         server.restart().await;
