@@ -660,6 +660,9 @@ mod bucket {
         let listing = listing.json();
         assert_eq!(capture_ids(&listing), Vec::<String>::new(), "{listing}");
         assert_eq!(listing["unread"], 1, "{listing}");
+        // The admin page's status answers too, and says why it lists less.
+        let status = get(&probity.admin_url("/status.json")).await.json();
+        assert!(status["captures_note"].is_string(), "{status}");
         let timeouts = r#"probity_capture_dropped_total{reason="timeout"}"#;
         within("stalled writes dropped", async {
             while probity.metric(timeouts).await != Some(3.0) {

@@ -93,11 +93,18 @@ pub(super) async fn status(
         ..Query::default()
     };
     let (latest, note) = match tokio::time::timeout(INDEX_WAIT, captures.list(&query)).await {
+        Ok(Ok(page)) if page.unread > 0 => {
+            let note = format!(
+                "{} captures left out: the capture store did not answer in time",
+                page.unread
+            );
+            (page.captures, note.into())
+        }
         Ok(Ok(page)) => (page.captures, Value::Null),
         Ok(Err(err)) => (Vec::new(), err.to_string().into()),
         Err(_) => (
             Vec::new(),
-            "the capture store is still being indexed".into(),
+            "the capture store is still being indexed, or is slow to answer".into(),
         ),
     };
     let body = json!({
