@@ -735,6 +735,14 @@ mod bucket {
         let listing = get(&probity.admin_url("/captures")).await;
         assert_eq!(listing.status, 200);
         assert_eq!(listing.json()["unread"], 1, "{}", listing.text());
+        // Nor is that capture said to be gone: the store failed, so 503.
+        let first_id = first.header("x-request-id").unwrap();
+        let capture = get(&probity.admin_url(&format!("/captures/{first_id}"))).await;
+        assert_eq!(capture.status, 503, "{}", capture.text());
+        assert_eq!(capture.header("retry-after"), Some("5"));
+        assert!(capture.text().contains("retry"), "{}", capture.text());
+        let view = get(&probity.admin_url(&format!("/view.json?id={first_id}"))).await;
+        assert_eq!(view.status, 503, "{}", view.text());
 
         // Back (empty: neither server keeps anything), and the next capture lands.
         server.restart().await;

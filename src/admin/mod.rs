@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE};
+use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -172,19 +172,23 @@ async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full
         "/captures" | "/captures/" => listing(captures, request.uri().query()).await,
         _ => match path.strip_prefix("/captures/") {
             Some(id) => match chunk_path(id) {
-                Some((id, n)) => match captures.get(id).await.and_then(|c| chunk_of(c, n)) {
-                    Some(chunk) => sandboxed(verbatim(chunk)),
-                    None => text(
-                        StatusCode::NOT_FOUND,
-                        format!("no chunk {n} of a capture for request id {id}\n"),
-                    ),
+                Some((id, n)) => match captures.get(id).await {
+                    Ok(found) => match found.and_then(|c| chunk_of(c, n)) {
+                        Some(chunk) => sandboxed(verbatim(chunk)),
+                        None => text(
+                            StatusCode::NOT_FOUND,
+                            format!("no chunk {n} of a capture for request id {id}\n"),
+                        ),
+                    },
+                    Err(err) => unreadable(id, &err),
                 },
                 None => match captures.get(id).await {
-                    Some(capture) => sandboxed(verbatim(capture)),
-                    None => text(
+                    Ok(Some(capture)) => sandboxed(verbatim(capture)),
+                    Ok(None) => text(
                         StatusCode::NOT_FOUND,
                         format!("no capture for request id {id}: it was valid, or evicted\n"),
                     ),
+                    Err(err) => unreadable(id, &err),
                 },
             },
             None => text(
@@ -195,6 +199,18 @@ async fn answer(request: &Request<Incoming>, admin: &Admin<'_>) -> Response<Full
             ),
         },
     }
+}
+
+/// A capture the store would not give back: 503, since it may be there.
+fn unreadable(id: &str, err: &crate::capture::ReadError) -> Response<Full<Bytes>> {
+    let mut response = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("capture for request id {id}: {err}\n"),
+    );
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+    response
 }
 
 /// `POST /reload`: 200 with the routes now in force, or 422 with every

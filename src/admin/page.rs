@@ -179,10 +179,16 @@ pub(super) fn listed(mut meta: Meta) -> Option<Value> {
 
 /// `GET /view.json?id=<request id>`: one capture laid out for the page.
 pub(super) async fn capture_view(captures: &Captures, id: &str) -> Response<Full<Bytes>> {
-    let Some(stored) = captures.get(id).await else {
-        let why =
-            json!({ "error": format!("no capture for request id {id}: it was valid, or evicted") });
-        return json_response(StatusCode::NOT_FOUND, &why);
+    let stored = match captures.get(id).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => {
+            let why = json!({ "error": format!("no capture for request id {id}: it was valid, or evicted") });
+            return json_response(StatusCode::NOT_FOUND, &why);
+        }
+        Err(err) => {
+            let why = json!({ "error": format!("capture for request id {id}: {err}") });
+            return json_response(StatusCode::SERVICE_UNAVAILABLE, &why);
+        }
     };
     let mut body = view(&stored.meta, &stored.body);
     if let Some(object) = body.as_object_mut() {

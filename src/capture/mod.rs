@@ -271,6 +271,28 @@ pub(crate) enum ListError {
     UnknownCursor(String),
 }
 
+/// A capture could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    /// The store failed or did not answer (a bucket down or stalled); the
+    /// capture may well be there.
+    #[error("the capture store did not give it back ({0}): retry, or check the store")]
+    Store(String),
+}
+
+/// One object of a capture: `None` when the store no longer has it (a
+/// lifecycle rule, an eviction), an error when the store failed.
+async fn object(
+    store: &Store,
+    path: &object_store::path::Path,
+) -> Result<Option<Bytes>, ReadError> {
+    match store.read(path).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(err) => Err(ReadError::Store(err.to_string())),
+    }
+}
+
 /// The handle on the capture store that requests and the admin listener use.
 pub(crate) struct Captures {
     enabled: bool,
@@ -432,8 +454,8 @@ impl Captures {
     }
 
     /// One capture by request id, from memory while it is being written,
-    /// else from the store.
-    pub(crate) async fn get(&self, request_id: &str) -> Option<Stored> {
+    /// else from the store; `None` when there is none (valid, evicted).
+    pub(crate) async fn get(&self, request_id: &str) -> Result<Option<Stored>, ReadError> {
         self.shared.until_indexed().await;
         let name = store::segment(request_id);
         let entry = match self.shared.entry(&name) {
@@ -441,39 +463,47 @@ impl Captures {
             // Another instance may have written it to a shared bucket.
             None if self.shared.store.is_bucket() => {
                 self.shared.refresh().await;
-                self.shared.entry(&name)?
+                let Some(entry) = self.shared.entry(&name) else {
+                    return Ok(None);
+                };
+                entry
             }
-            None => return None,
+            None => return Ok(None),
         };
         if let Some(pending) = &entry.pending {
-            return Some(Stored {
+            return Ok(Some(Stored {
                 meta: pending.meta.clone(),
                 body: pending.body.clone(),
                 chunks: pending.chunks.clone(),
-            });
+            }));
         }
-        let meta = self.shared.store.read(&entry.objects.json).await.ok()?;
-        let meta: Meta = serde_json::from_slice(&meta).ok()?;
+        let store = &self.shared.store;
+        let Some(meta) = object(store, &entry.objects.json).await? else {
+            return Ok(None);
+        };
+        // A torn or foreign metadata object is no capture of this id.
+        let Ok(meta) = serde_json::from_slice::<Meta>(&meta) else {
+            return Ok(None);
+        };
         if meta.request_id != request_id {
-            return None;
+            return Ok(None);
         }
-        if !entry.objects.chunks.is_empty() {
-            let mut chunks = Vec::with_capacity(entry.objects.chunks.len());
-            for chunk in &entry.objects.chunks {
-                chunks.push(self.shared.store.read(chunk).await.ok()?);
-            }
-            return Some(Stored {
-                meta,
-                body: Bytes::new(),
-                chunks,
-            });
+        let mut chunks = Vec::with_capacity(entry.objects.chunks.len());
+        for chunk in &entry.objects.chunks {
+            let Some(bytes) = object(store, chunk).await? else {
+                return Ok(None);
+            };
+            chunks.push(bytes);
         }
-        let body = self.shared.store.read(&entry.objects.body).await.ok()?;
-        Some(Stored {
-            meta,
-            body,
-            chunks: Vec::new(),
-        })
+        let body = if chunks.is_empty() {
+            let Some(body) = object(store, &entry.objects.body).await? else {
+                return Ok(None);
+            };
+            body
+        } else {
+            Bytes::new()
+        };
+        Ok(Some(Stored { meta, body, chunks }))
     }
 
     /// A page of captures, the newest first.
