@@ -77,6 +77,11 @@ macro_rules! bucket_tests {
             }
 
             #[tokio::test]
+            async fn a_bucket_down_at_start_is_indexed_once_it_answers() {
+                super::bucket::down_at_start_then_back($kind).await;
+            }
+
+            #[tokio::test]
             async fn a_stalled_bucket_changes_no_answer_and_holds_no_listing() {
                 super::bucket::stalled_then_back($kind).await;
             }
@@ -380,7 +385,17 @@ mod bucket {
 
         /// probity on `config`, as instance `name`, writing to this bucket.
         fn probity(&self, config: &str, name: &str) -> Probity {
-            let mut env = self.env();
+            self.probity_through(config, name, &self.url())
+        }
+
+        /// probity writing to this bucket through `url` (a [`Relay`]).
+        fn probity_through(&self, config: &str, name: &str, url: &str) -> Probity {
+            let own = self.url();
+            let mut env: Vec<(&str, String)> = self
+                .env()
+                .into_iter()
+                .map(|(k, v)| (k, if v == own { url.to_string() } else { v }))
+                .collect();
             env.push(("HOSTNAME", name.into()));
             let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
             Probity::start_with_env(config, &env)
@@ -447,6 +462,105 @@ mod bucket {
             "x509 -req -in cert.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
              -extfile cert.ext -out cert.pem",
         );
+    }
+
+    /// A TCP relay in front of a bucket server, which the test can take
+    /// down (connection refused, live connections cut) and bring back on
+    /// the same port while the server keeps what it holds.
+    struct Relay {
+        port: u16,
+        target: u16,
+        task: Option<tokio::task::JoinHandle<()>>,
+    }
+
+    impl Relay {
+        async fn start(target: u16) -> Self {
+            let mut relay = Self {
+                port: closed_port(),
+                target,
+                task: None,
+            };
+            relay.up().await;
+            relay
+        }
+
+        async fn up(&mut self) {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+                .await
+                .unwrap();
+            let target = self.target;
+            self.task = Some(tokio::spawn(async move {
+                // Dropped with the task: every relayed connection is cut.
+                let mut relayed = tokio::task::JoinSet::new();
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    relayed.spawn(async move {
+                        let Ok(mut outbound) =
+                            tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                        else {
+                            return;
+                        };
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    });
+                }
+            }));
+        }
+
+        async fn down(&mut self) {
+            if let Some(task) = self.task.take() {
+                task.abort();
+                let _ = task.await;
+            }
+        }
+
+        fn url(&self) -> String {
+            format!("http://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// A bucket unreachable when probity starts: what was captured before
+    /// is not said to be gone (503, not 404) and is indexed once the bucket
+    /// answers, without a restart.
+    pub(super) async fn down_at_start_then_back(kind: Kind) {
+        let Some(server) = Server::start(kind).await else {
+            return;
+        };
+        let mut relay = Relay::start(server.port).await;
+        let upstream = normalizing_upstream().await;
+        let config = server.config(&upstream, "");
+        let mut before = server.probity_through(&config, "before", &relay.url());
+        let got = post(&before.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id = got.header("x-request-id").unwrap().to_string();
+        until_written(&before, 1.0).await;
+        before.signal("TERM");
+        assert_eq!(before.exit_code().await, Some(0));
+
+        relay.down().await;
+        let after = server.probity_through(&config, "after", &relay.url());
+        within("the failed first listing logged", async {
+            while !after.log_text().contains("could not be listed") {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let capture = get(&after.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(capture.status, 503, "{}", capture.text());
+
+        relay.up().await;
+        within("indexed once the bucket answers", async {
+            while !after.log_text().contains("indexed once it answered") {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let listing = get(&after.admin_url("/captures")).await.json();
+        assert_eq!(
+            capture_ids(&listing),
+            std::slice::from_ref(&id),
+            "{listing}"
+        );
+        let capture = get(&after.admin_url(&format!("/captures/{id}"))).await;
+        assert_eq!(capture.status, 200, "{}", capture.text());
+        assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
     }
 
     async fn normalizing_upstream() -> Upstream {

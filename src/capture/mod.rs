@@ -462,7 +462,8 @@ impl Captures {
             Some(entry) => entry,
             // Another instance may have written it to a shared bucket.
             None if self.shared.store.is_bucket() => {
-                self.shared.refresh().await;
+                // Not found in a bucket that could not be listed is not gone.
+                self.shared.refresh().await.map_err(ReadError::Store)?;
                 let Some(entry) = self.shared.entry(&name) else {
                     return Ok(None);
                 };
@@ -509,7 +510,8 @@ impl Captures {
     /// A page of captures, the newest first.
     pub(crate) async fn list(&self, query: &Query) -> Result<Page, ListError> {
         self.shared.until_indexed().await;
-        self.shared.refresh().await;
+        // A bucket that cannot be listed leaves the listing to the index.
+        let _ = self.shared.refresh().await;
         let mut before = match &query.before {
             Some(id) => {
                 let key = self

@@ -170,9 +170,9 @@ impl Shared {
 
     /// On a bucket, adds to the index what other instances wrote since the
     /// last look (the partitions of the last hours, newest first).
-    pub(crate) async fn refresh(&self) {
+    pub(crate) async fn refresh(&self) -> Result<(), String> {
         if !self.store.is_bucket() {
-            return;
+            return Ok(());
         }
         let started = SystemTime::now();
         let Some(since) = self
@@ -181,7 +181,7 @@ impl Shared {
             .ok()
             .and_then(|at| at.checked_sub(REFRESH_OVERLAP + self.write_timeout))
         else {
-            return;
+            return Ok(());
         };
         let scanned = tokio::time::timeout(REFRESH_WAIT, self.store.scan_since(since)).await;
         let Ok(scanned) = scanned else {
@@ -189,7 +189,7 @@ impl Shared {
                 waited_ms = REFRESH_WAIT.as_millis(),
                 "capture bucket slow to list: the listing shows what was indexed"
             );
-            return;
+            return Err(format!("the bucket was not listed within {REFRESH_WAIT:?}"));
         };
         match scanned {
             Ok(found) => {
@@ -198,9 +198,11 @@ impl Shared {
                     *at = (*at).max(started);
                 }
                 self.retain().await;
+                Ok(())
             }
             Err(err) => {
-                tracing::warn!(error = %err, "capture bucket not listed: the listing shows what was indexed")
+                tracing::warn!(error = %err, "capture bucket not listed: the listing shows what was indexed");
+                Err(err.to_string())
             }
         }
     }
@@ -291,16 +293,10 @@ fn hashed(pending: &Pending) -> Meta {
     meta
 }
 
-/// Indexes what the store holds, then applies `max_age` while no capture
-/// comes to trigger it.
-pub(crate) async fn index_then_age_out(shared: Arc<Shared>, store: String) {
-    let started = Instant::now();
+/// Adds what the store holds to the index; false when it could not be
+/// listed (a bucket down at start).
+async fn index_what_is_stored(shared: &Shared, store: &str) -> bool {
     let scanned = if shared.store.is_bucket() {
-        tracing::info!(
-            store,
-            "captures in a bucket are deleted by its lifecycle rule, never by probity: \
-             max_entries, max_bytes and max_age bound only what this instance indexes"
-        );
         // Only the partitions within max_age: a fleet's bucket is large.
         let since = SystemTime::now()
             .checked_sub(shared.bounds.max_age)
@@ -310,10 +306,51 @@ pub(crate) async fn index_then_age_out(shared: Arc<Shared>, store: String) {
         shared.store.scan().await
     };
     match scanned {
-        Ok(found) => shared.merge(found).await,
-        Err(err) => {
-            tracing::warn!(error = %err, store, "captures in the store could not be listed")
+        Ok(found) => {
+            shared.merge(found).await;
+            true
         }
+        Err(err) => {
+            tracing::warn!(
+                error = %err,
+                store,
+                "captures in the store could not be listed: trying again; until then \
+                 the listing and lookups miss what was captured before this start"
+            );
+            false
+        }
+    }
+}
+
+/// Lists the store again, 1 s, 2 s, 4 s… apart (a minute at most), until
+/// it answers: a store down when probity starts must not hide, until the
+/// next start, everything captured before it.
+async fn index_once_listed(shared: Arc<Shared>, store: String) {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        tokio::time::sleep(wait).await;
+        if index_what_is_stored(&shared, &store).await {
+            let captures = shared.index.lock().map_or(0, |index| index.len());
+            tracing::info!(store, captures, "capture store indexed once it answered");
+            return;
+        }
+        wait = (wait * 2).min(Duration::from_secs(60));
+    }
+}
+
+/// Indexes what the store holds, then applies `max_age` while no capture
+/// comes to trigger it.
+pub(crate) async fn index_then_age_out(shared: Arc<Shared>, store: String) {
+    let started = Instant::now();
+    if shared.store.is_bucket() {
+        tracing::info!(
+            store,
+            "captures in a bucket are deleted by its lifecycle rule, never by probity: \
+             max_entries, max_bytes and max_age bound only what this instance indexes"
+        );
+    }
+    if !index_what_is_stored(&shared, &store).await {
+        tokio::spawn(index_once_listed(shared.clone(), store.clone()));
     }
     let (captures, bytes) = match shared.index.lock() {
         Ok(index) => (index.len(), index.bytes()),
