@@ -514,3 +514,105 @@ async fn gemini_batches_split_on_requests_and_stitch_embeddings() {
         Some("/usageMetadata/promptTokenCount")
     );
 }
+
+/// A provider for the chunk race: a chunk whose first input is `fail` is
+/// refused (400) after `fail_after`; every other chunk answers sound
+/// vectors after `ok_after`.
+async fn racing_provider(fail: &'static str, fail_after: Duration, ok_after: Duration) -> Upstream {
+    Upstream::start(move |request| {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let inputs: Vec<String> = body["input"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        if inputs[0] == fail {
+            let refusal = r#"{"error":{"message":"chunk refused","code":400}}"#;
+            let mut reply = Reply::stream("application/json", vec![part(Before::Pause(fail_after), refusal)]);
+            reply.status = 400;
+            return reply;
+        }
+        let data: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, _)| format!(r#"{{"object": "embedding", "index": {i}, "embedding": [0.5, 0.5]}}"#))
+            .collect();
+        let body = format!(
+            r#"{{"object": "list", "data": [{}], "model": "m", "usage": {{"prompt_tokens": 3, "total_tokens": 3}}}}"#,
+            data.join(", ")
+        );
+        Reply::stream("application/json", vec![part(Before::Pause(ok_after), body)])
+    })
+    .await
+}
+
+/// The first failure in input order is the answer, never a sibling that was
+/// cancelled because of it (which once came back as a 500 "task was
+/// cancelled", counted as probity's own fault). Each case is sent 50
+/// times, 10 at a time, beside other batches in flight.
+#[tokio::test]
+async fn a_failing_chunk_is_the_answer_never_a_sibling_cancelled_for_it() {
+    // (failing chunk's first input, its delay, the others' delay)
+    let cases = [
+        ("a3", 10, 80), // the middle chunk fails first, the last still running
+        ("a0", 10, 80), // the first chunk fails, both later ones running
+        ("a6", 10, 80), // the last chunk fails first
+        ("a6", 80, 10), // the last chunk fails after the others answered
+        ("a0", 80, 10), // the first fails after the later ones answered
+    ];
+    for concurrency in [1, 2, 3] {
+        for (fail, fail_ms, ok_ms) in cases {
+            let upstream = racing_provider(
+                fail,
+                Duration::from_millis(fail_ms),
+                Duration::from_millis(ok_ms),
+            )
+            .await;
+            let settings = format!("max_batch_inputs = 3\nmax_chunk_concurrency = {concurrency}\n");
+            let probity = Probity::start(&config(
+                "",
+                &route("openai", "/openai", &upstream.url(), "openai", &settings),
+            ));
+            let url = probity.url("/openai/v1/embeddings");
+            let inputs: Vec<String> = (0..9).map(|i| format!("a{i}")).collect();
+            let request = serde_json::json!({"model": "m", "input": inputs}).to_string();
+            // Load: sound batches of the same route in flight meanwhile.
+            let sound: Vec<String> = (0..9).map(|i| format!("b{i}")).collect();
+            let sound = serde_json::json!({"model": "m", "input": sound}).to_string();
+            for _ in 0..5 {
+                let mut runs = tokio::task::JoinSet::new();
+                for _ in 0..10 {
+                    let (to, request) = (url.clone(), request.clone());
+                    runs.spawn(async move { post(&to, request).await });
+                    let (to, sound) = (url.clone(), sound.clone());
+                    runs.spawn(async move { post(&to, sound).await });
+                }
+                let mut refused = 0;
+                while let Some(got) = runs.join_next().await {
+                    let got = got.unwrap();
+                    match got.status.as_u16() {
+                        200 => {}
+                        400 => {
+                            assert_eq!(
+                                got.text(),
+                                r#"{"error":{"message":"chunk refused","code":400}}"#,
+                                "the provider's own refusal, as it came"
+                            );
+                            refused += 1;
+                        }
+                        other => panic!(
+                            "fail {fail} ({fail_ms} ms, others {ok_ms} ms), concurrency \
+                             {concurrency}: {other} {}",
+                            got.text()
+                        ),
+                    }
+                }
+                assert_eq!(refused, 10, "every failing batch answered by its failure");
+            }
+            assert_eq!(
+                probity
+                    .metric(r#"probity_internal_errors_total{route="openai"}"#)
+                    .await
+                    .unwrap_or(0.0),
+                0.0,
+                "a chunk's failure is never counted as probity's own"
+            );
+        }
+    }
+}

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::{response, HeaderMap, HeaderValue, Method, Response, StatusCode};
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::{self, AbortHandle, JoinSet};
 
 use super::body::Payload;
 use super::exchange::{announce, respond, Call};
@@ -26,6 +26,7 @@ use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 use crate::trace::RequestSpan;
 use crate::violation::Violation;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How one chunk ended, when not with a sound answer.
@@ -88,8 +89,11 @@ async fn gather(
     let limit = call.route.max_chunk_concurrency.max(1);
     let total = requests.len();
     let mut pending = requests.into_iter().enumerate();
-    let mut running: JoinSet<(usize, Result<Answer, Failure>)> = JoinSet::new();
+    let mut running: JoinSet<Result<Answer, Failure>> = JoinSet::new();
     let mut handles: Vec<Option<AbortHandle>> = (0..total).map(|_| None).collect();
+    // Which chunk each task carries, so that a task that ends without its
+    // output (a panic) is still placed in input order.
+    let mut index_of: HashMap<task::Id, usize> = HashMap::with_capacity(total);
     let mut answers: Vec<Option<Answer>> = (0..total).map(|_| None).collect();
     let mut first_failure: Option<(usize, Failure)> = None;
     loop {
@@ -105,24 +109,32 @@ async fn gather(
                     span,
                     chunk: Some(index),
                 });
-                (index, fetch(&route, endpoint, request, body, traced).await)
+                fetch(&route, endpoint, request, body, traced).await
             };
+            let handle = running.spawn(task);
+            index_of.insert(handle.id(), index);
             if let Some(slot) = handles.get_mut(index) {
-                *slot = Some(running.spawn(task));
+                *slot = Some(handle);
             }
         }
-        let Some(joined) = running.join_next().await else {
+        let Some(joined) = running.join_next_with_id().await else {
             break;
         };
         let (index, outcome) = match joined {
-            Ok(joined) => joined,
-            // Aborts happen only after a failure is known: this is a panic,
-            // probity's own fault; it fails the request before any chunk.
+            Ok((id, outcome)) => (index_of.get(&id).copied(), outcome),
+            // A chunk cancelled because an earlier one failed: that failure
+            // is the answer, never the cancellation.
+            Err(err) if err.is_cancelled() => continue,
+            // A panic in the chunk's task: probity's own fault, placed at
+            // that chunk, so an earlier chunk's own failure still wins.
             Err(err) => (
-                0,
+                index_of.get(&err.id()).copied(),
                 Err(Failure::Internal(format!("a chunk's task failed: {err}"))),
             ),
         };
+        // Every task spawned is in the map; were one not, it could only be
+        // probity's fault, so it ranks first rather than vanish.
+        let index = index.unwrap_or(0);
         match outcome {
             Ok(answer) => {
                 if let Some(slot) = answers.get_mut(index) {
