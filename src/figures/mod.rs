@@ -473,29 +473,44 @@ pub(crate) const LIST_LIMIT: usize = 4096;
 /// stays one unambiguous line), at most [`LIST_LIMIT`] bytes: the first
 /// pointers, then `;+N more`. The capture keeps the full list.
 pub(crate) fn normalized_list(pointers: &[String]) -> String {
+    let encoded: Vec<String> = pointers.iter().map(|p| fragment(p)).collect();
+    let whole = encoded.iter().map(String::len).sum::<usize>() + encoded.len().saturating_sub(1);
+    if whole <= LIST_LIMIT {
+        return encoded.join(",");
+    }
+    // Too long: the first pointers that fit beside the exact tail they need.
     let mut out = String::new();
-    for (shown, pointer) in pointers.iter().enumerate() {
-        let mut encoded = String::with_capacity(pointer.len());
-        for byte in pointer.bytes() {
-            if byte.is_ascii_graphic() && !matches!(byte, b'%' | b',' | b';') {
-                encoded.push(char::from(byte));
-            } else {
-                encoded.push_str(&format!("%{byte:02X}"));
-            }
-        }
-        let more = pointers.len() - shown;
-        // Room for this pointer and, if more follow, the longest tail.
-        let tail = if more > 1 { 24 } else { 0 };
-        if out.len() + 1 + encoded.len() + tail > LIST_LIMIT {
-            out.push_str(&format!(";+{more} more"));
+    for (shown, pointer) in encoded.iter().enumerate() {
+        let separator = usize::from(!out.is_empty());
+        let after = out.len() + separator + pointer.len();
+        if after + more(encoded.len() - shown - 1).len() > LIST_LIMIT {
+            out.push_str(&more(encoded.len() - shown));
             return out;
         }
-        if !out.is_empty() {
+        if separator == 1 {
             out.push(',');
         }
-        out.push_str(&encoded);
+        out.push_str(pointer);
     }
     out
+}
+
+/// The tail of a cut list.
+fn more(left: usize) -> String {
+    format!(";+{left} more")
+}
+
+/// A pointer in its URI-fragment form (RFC 6901 §6).
+fn fragment(pointer: &str) -> String {
+    let mut encoded = String::with_capacity(pointer.len());
+    for byte in pointer.bytes() {
+        if byte.is_ascii_graphic() && !matches!(byte, b'%' | b',' | b';') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }
 
 #[cfg(test)]
@@ -723,6 +738,44 @@ mod tests {
         assert_eq!(
             normalized_list(&many[..2]),
             "/usage/details/k0,/usage/details/k1"
+        );
+    }
+
+    #[test]
+    fn the_list_is_whole_up_to_exactly_the_limit() {
+        // One pointer, and several, of 4,095, 4,096 and 4,097 bytes in all.
+        for total in [LIST_LIMIT - 1, LIST_LIMIT, LIST_LIMIT + 1] {
+            let one = vec![format!("/{}", "k".repeat(total - 1))];
+            let list = normalized_list(&one);
+            if total <= LIST_LIMIT {
+                assert_eq!(list, one[0], "one pointer of {total} bytes");
+            } else {
+                assert_eq!(list, ";+1 more");
+            }
+            // 41 pointers of 99 bytes and commas, the last one filling up.
+            let mut several: Vec<String> = (0..40).map(|i| format!("/{i:0>98}")).collect();
+            let used = 40 * 99 + 40;
+            several.push(format!("/{}", "z".repeat(total - used - 1)));
+            let list = normalized_list(&several);
+            if total <= LIST_LIMIT {
+                assert_eq!(list, several.join(","), "{total} bytes in all");
+                assert_eq!(list.len(), total);
+            } else {
+                assert!(list.len() <= LIST_LIMIT, "{}", list.len());
+                assert!(list.ends_with(";+1 more"), "{list}");
+                assert_eq!(list, format!("{};+1 more", several[..40].join(",")));
+            }
+        }
+        // A cut list is as long as its shown pointers and its tail allow.
+        let many: Vec<String> = (0..100).map(|i| format!("/{i:0>99}")).collect();
+        let list = normalized_list(&many);
+        assert!(list.len() <= LIST_LIMIT);
+        let (shown, tail) = list.split_once(';').unwrap();
+        let shown = shown.split(',').count();
+        assert_eq!(tail, format!("+{} more", 100 - shown));
+        assert!(
+            list.len() + 101 > LIST_LIMIT,
+            "one more pointer would not fit"
         );
     }
 
