@@ -549,42 +549,150 @@ async fn each_request_logs_one_line_without_query_or_credentials() {
 }
 
 /// Gemini takes its key in `x-goog-api-key`, with no prefix: a configured
-/// key replaces the client's there and in every other credential header.
-/// A `?key=` query parameter is no header: it passes on as sent.
+/// key replaces the client's there and in every other credential header,
+/// and a client's `?key=` query parameter (in any spelling Google reads as
+/// `key`) is removed, so one key reaches Google. Without a configured key
+/// the query passes as sent. Neither is ever logged.
 #[tokio::test]
-async fn a_gemini_key_goes_in_x_goog_api_key() {
+async fn a_gemini_key_goes_in_x_goog_api_key_and_the_clients_query_key_is_removed() {
     let upstream = Upstream::json(b"{}").await;
     let probity = Probity::start_with_env(
         &config(
             "",
-            &route(
-                "gemini",
-                "/gemini",
-                &upstream.url(),
-                "gemini",
-                "api_key_env = \"TEST_GEMINI_KEY\"",
+            &format!(
+                "{}{}",
+                route(
+                    "gemini",
+                    "/gemini",
+                    &upstream.url(),
+                    "gemini",
+                    "api_key_env = \"TEST_GEMINI_KEY\"",
+                ),
+                route("own", "/own", &upstream.url(), "gemini", ""),
             ),
         ),
         &[("TEST_GEMINI_KEY", "AIzaREALKEY789")],
     );
-    let request = Request::post(
-        probity.url("/gemini/v1beta/models/gemini-2.5-flash:countTokens?key=client-query-key"),
+    for (query, forwarded) in [
+        ("?key=client-query-key", ""),
+        ("?alt=sse&key=client-query-key", "?alt=sse"),
+        ("?KEY=client-query-key&alt=sse&k%65y=client-query-key", "?alt=sse"),
+    ] {
+        let request = Request::post(probity.url(&format!(
+            "/gemini/v1beta/models/gemini-2.5-flash:countTokens{query}"
+        )))
+        .header("x-goog-api-key", "client-goog-key")
+        .header("authorization", "Bearer sk-client-DUMMY")
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+        send(request).await;
+        let seen = upstream.requests().pop().unwrap();
+        assert_eq!(seen.header("x-goog-api-key"), Some("AIzaREALKEY789"));
+        assert_eq!(seen.header("authorization"), None);
+        assert_eq!(
+            seen.target,
+            format!("/v1beta/models/gemini-2.5-flash:countTokens{forwarded}"),
+            "{query}"
+        );
+    }
+    let own = Request::post(
+        probity.url("/own/v1beta/models/gemini-2.5-flash:countTokens?key=client-own-key"),
     )
-    .header("x-goog-api-key", "client-goog-key")
-    .header("authorization", "Bearer sk-client-DUMMY")
     .body(Full::new(Bytes::from_static(b"{}")))
     .unwrap();
-    send(request).await;
+    send(own).await;
     let seen = upstream.requests().pop().unwrap();
-    assert_eq!(seen.header("x-goog-api-key"), Some("AIzaREALKEY789"));
-    assert_eq!(seen.header("authorization"), None);
-    assert!(
-        seen.target.ends_with("?key=client-query-key"),
-        "{}",
-        seen.target
-    );
+    assert!(seen.target.ends_with("?key=client-own-key"), "{}", seen.target);
     let logs = probity.log_text();
-    for secret in ["AIzaREALKEY789", "client-goog-key", "client-query-key"] {
+    for secret in [
+        "AIzaREALKEY789",
+        "client-goog-key",
+        "client-query-key",
+        "client-own-key",
+    ] {
         assert!(!logs.contains(secret), "a credential reached the logs");
     }
+}
+
+/// A drop-in proxy never gives up before the app's SDK would (openai and
+/// anthropic wait 600 s): on a route with the default limits, a whole answer
+/// whose head comes after 45 s, and a stream whose first event comes after
+/// 45 s (a reasoning phase), both arrive as sent.
+#[tokio::test]
+async fn the_default_route_waits_for_a_slow_answer_as_the_sdk_would() {
+    const THINKING: Duration = Duration::from_secs(45);
+    const WHOLE: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"o3","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+    const EVENT: &str = r#"data: {"id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"o3","choices":[{"index":0,"delta":{"content":"done"},"finish_reason":"stop"}]}"#;
+    let (whole, _) = raw_upstream(|mut stream| async move {
+        use tokio::io::AsyncWriteExt;
+        tokio::time::sleep(THINKING).await;
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            WHOLE.len()
+        );
+        let _ = stream.write_all(format!("{head}{WHOLE}").as_bytes()).await;
+    })
+    .await;
+    let (streamed, _) = raw_upstream(|mut stream| async move {
+        use tokio::io::AsyncWriteExt;
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        tokio::time::sleep(THINKING).await;
+        let _ = stream
+            .write_all(format!("{head}{EVENT}\n\ndata: [DONE]\n\n").as_bytes())
+            .await;
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &format!(
+            "{}{}",
+            route(
+                "whole",
+                "/whole",
+                &format!("http://{whole}/v1"),
+                "openai",
+                ""
+            ),
+            route(
+                "streamed",
+                "/streamed",
+                &format!("http://{streamed}/v1"),
+                "openai",
+                ""
+            ),
+        ),
+    ));
+    let ask = |path: &str, body: &'static str| {
+        let request = Request::post(probity.url(path))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .unwrap();
+        async move {
+            let response = tokio::time::timeout(Duration::from_secs(90), async {
+                let response = client().request(request).await.unwrap();
+                let status = response.status();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                (status, body)
+            });
+            response.await.expect("no answer within 90 s")
+        }
+    };
+    let (got_whole, got_stream) = tokio::join!(
+        ask(
+            "/whole/v1/chat/completions",
+            r#"{"model":"o3","messages":[{"role":"user","content":"think"}]}"#
+        ),
+        ask(
+            "/streamed/v1/chat/completions",
+            r#"{"model":"o3","stream":true,"messages":[{"role":"user","content":"think"}]}"#
+        ),
+    );
+    assert_eq!(got_whole.0, 200, "{:?}", got_whole.1);
+    assert_eq!(got_whole.1, WHOLE.as_bytes());
+    assert_eq!(got_stream.0, 200, "{:?}", got_stream.1);
+    assert_eq!(
+        got_stream.1,
+        format!("{EVENT}\n\ndata: [DONE]\n\n").as_bytes()
+    );
 }

@@ -488,3 +488,115 @@ async fn non_streaming_generation_is_checked() {
     .error(502, "provider_invalid_response");
     assert_eq!(error["code"], "role_invalid");
 }
+
+/// The wrong-typed forms a request member is given.
+const WRONG: [&str; 7] = [r#""x""#, "-1", "1.5", "{}", "[]", "null", "true"];
+
+/// Every variant of `request` with one member (or one member of an object
+/// member) replaced by a value of another type; `stream` is kept, since it
+/// decides what is asked.
+fn mistyped(request: &str) -> Vec<String> {
+    let root: serde_json::Value = serde_json::from_str(request).unwrap();
+    let mut variants = Vec::new();
+    for (key, value) in root.as_object().unwrap() {
+        if key == "stream" {
+            continue;
+        }
+        for wrong in WRONG {
+            let mut changed = root.clone();
+            changed[key] = serde_json::from_str(wrong).unwrap();
+            variants.push(changed.to_string());
+        }
+        for inner in value.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+            for wrong in WRONG {
+                let mut changed = root.clone();
+                changed[key][&inner] = serde_json::from_str(wrong).unwrap();
+                variants.push(changed.to_string());
+            }
+        }
+    }
+    // Not JSON at all, and JSON but not an object.
+    variants.push("{\"model\": ".into());
+    variants.push("[1]".into());
+    variants
+}
+
+/// A request that cannot be read (a member of the wrong type, or not JSON)
+/// still has its streamed answer judged: a malformed figure is nulled, as
+/// in a whole answer. Once, `"n": "2"` let the stream pass unjudged.
+#[tokio::test]
+async fn every_mistyped_request_member_still_has_its_streamed_figures_judged() {
+    let cases: [(&str, &str, &str, &str, &str, &str); 6] = [
+        (
+            "openai",
+            "/openai/v1/chat/completions",
+            r#"{"model":"m","stream":true,"n":1,"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true},"response_format":{"type":"text"},"temperature":0.5,"tool_choice":"auto","max_tokens":5}"#,
+            "text/event-stream",
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":\"x\",\"completion_tokens\":1,\"total_tokens\":5}}\n\ndata: [DONE]\n\n",
+            r#""prompt_tokens":null"#,
+        ),
+        (
+            "openai",
+            "/openai/v1/completions",
+            r#"{"model":"m","stream":true,"prompt":"hi","n":1,"best_of":1,"max_tokens":5,"stream_options":{"include_usage":true}}"#,
+            "text/event-stream",
+            "data: {\"id\":\"c\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"text\":\"hi\",\"finish_reason\":\"stop\"}]}\n\ndata: {\"id\":\"c\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":\"x\",\"completion_tokens\":1,\"total_tokens\":5}}\n\ndata: [DONE]\n\n",
+            r#""prompt_tokens":null"#,
+        ),
+        (
+            "anthropic",
+            "/anthropic/v1/messages",
+            r#"{"model":"m","max_tokens":5,"stream":true,"system":"s","messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"auto"},"metadata":{"user_id":"u"}}"#,
+            "text/event-stream",
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"usage\":{\"input_tokens\":\"x\",\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\nevent: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            r#""input_tokens":null"#,
+        ),
+        (
+            "ollama",
+            "/ollama/api/chat",
+            r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"options":{"temperature":0},"keep_alive":"5m"}"#,
+            "application/x-ndjson",
+            "{\"model\":\"m\",\"created_at\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"done\":false}\n{\"model\":\"m\",\"created_at\":\"2026-01-01T00:00:01Z\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"prompt_eval_count\":\"x\",\"eval_count\":1}\n",
+            r#""prompt_eval_count":null"#,
+        ),
+        (
+            "ollama",
+            "/ollama/api/generate",
+            r#"{"model":"m","stream":true,"prompt":"hi","options":{"temperature":0},"raw":false}"#,
+            "application/x-ndjson",
+            "{\"model\":\"m\",\"created_at\":\"2026-01-01T00:00:00Z\",\"response\":\"hi\",\"done\":false}\n{\"model\":\"m\",\"created_at\":\"2026-01-01T00:00:01Z\",\"response\":\"\",\"done\":true,\"done_reason\":\"stop\",\"prompt_eval_count\":\"x\",\"eval_count\":1}\n",
+            r#""prompt_eval_count":null"#,
+        ),
+        (
+            "gemini",
+            "/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"candidateCount":1,"responseMimeType":"text/plain","temperature":0},"safetySettings":[]}"#,
+            "text/event-stream",
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}],\"role\":\"model\"},\"index\":0}],\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\r\n\r\ndata: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":\"x\",\"candidatesTokenCount\":1,\"totalTokenCount\":5},\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\r\n\r\n",
+            r#""promptTokenCount":null"#,
+        ),
+    ];
+    for (dialect, path, request, content_type, stream, nulled) in cases {
+        let upstream = streaming(content_type, vec![stream.as_bytes().to_vec()], Duration::ZERO).await;
+        let probity = one_route(dialect, &upstream);
+        let variants = mistyped(request);
+        for variant in std::iter::once(request.to_string()).chain(variants) {
+            let request = Request::post(probity.url(path))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(variant.clone())))
+                .unwrap();
+            let got = send(request).await;
+            assert_eq!(got.status, 200, "{path} {variant}: {}", got.text());
+            // Judged: the figure nulled, or the stream cut by a broken
+            // payload (`"prompt": []` asks for no choice at all); the
+            // malformed figure never reaches the client.
+            let text = got.text();
+            let raw = nulled.replace("null", "\"x\"");
+            assert!(
+                !text.contains(&raw)
+                    && (text.contains(nulled) || text.contains("provider_invalid_response")),
+                "{path}: the malformed figure passed for the request {variant}: {text}"
+            );
+        }
+    }
+}

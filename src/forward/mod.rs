@@ -14,6 +14,7 @@ mod body;
 mod headers;
 mod relay;
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -175,6 +176,8 @@ pub(crate) struct Credential {
     header: (HeaderName, HeaderValue),
     defaults: &'static [(&'static str, &'static str)],
     replaces: &'static [HeaderName],
+    /// The query parameter the client's own key may be in.
+    query: Option<&'static str>,
 }
 
 impl Credential {
@@ -183,6 +186,7 @@ impl Credential {
         value: &str,
         defaults: &'static [(&'static str, &'static str)],
         replaces: &'static [HeaderName],
+        query: Option<&'static str>,
     ) -> Result<Self, InvalidHeaderValue> {
         let mut value = HeaderValue::try_from(value)?;
         // Keeps the value out of hyper's debug output and HPACK tables.
@@ -191,7 +195,28 @@ impl Credential {
             header: (name, value),
             defaults,
             replaces,
+            query,
         })
+    }
+
+    /// The client's query without the parameter its own key may be in.
+    fn query<'a>(&self, query: Option<&'a str>) -> Option<Cow<'a, str>> {
+        let query = query?;
+        let Some(name) = self.query else {
+            return Some(Cow::Borrowed(query));
+        };
+        // Compared as the provider reads it: `k%65y` is `key` too.
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| {
+                let raw = pair.split_once('=').map_or(*pair, |(name, _)| name);
+                !percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
+            })
+            .collect();
+        if kept.len() == query.split('&').count() {
+            return Some(Cow::Borrowed(query));
+        }
+        (!kept.is_empty()).then(|| Cow::Owned(kept.join("&")))
     }
 
     /// Replaces whatever credential the client sent with the configured one.
@@ -217,7 +242,11 @@ pub(crate) fn upstream_request(
     body: UpstreamBody,
     request_id: &HeaderValue,
 ) -> Result<Request<UpstreamBody>, http::Error> {
-    let uri = upstream.uri(rest, client.uri.query())?;
+    let query = match &upstream.credential {
+        Some(credential) => credential.query(client.uri.query()),
+        None => client.uri.query().map(Cow::Borrowed),
+    };
+    let uri = upstream.uri(rest, query.as_deref())?;
     let mut headers = client.headers.clone();
     remove_hop_by_hop(&mut headers);
     // The client sees the upstream through probity, so its Host names probity;
@@ -242,6 +271,31 @@ pub(crate) fn upstream_request(
         .body(body)?;
     *request.headers_mut() = headers;
     Ok(request)
+}
+
+/// `%XX` escapes decoded (a query parameter's name, for comparison).
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (byte, hex) {
+            (b'%', Some(decoded)) => {
+                out.push(decoded);
+                at += 3;
+            }
+            _ => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    out
 }
 
 /// The upstream's response, read whole or ready to relay. A whole 2xx
@@ -616,6 +670,28 @@ mod tests {
         assert_eq!(c.len(), 7);
         assert_eq!(c.finish().0, "{\"a\":1}");
         assert_eq!(Collector::with_capacity(0).finish().0, "");
+    }
+
+    #[test]
+    fn an_injected_key_takes_the_place_of_the_clients_query_key() {
+        let credential = Credential::new(
+            HeaderName::from_static("x-goog-api-key"),
+            "k",
+            &[],
+            &[],
+            Some("key"),
+        )
+        .unwrap();
+        for (query, want) in [
+            ("key=client", None),
+            ("alt=sse&key=client", Some("alt=sse")),
+            ("key=a&alt=sse&KEY=b&k%65y=c&key", Some("alt=sse")),
+            ("alt=sse", Some("alt=sse")),
+            ("monkey=1&key2=x&%zz=1", Some("monkey=1&key2=x&%zz=1")),
+        ] {
+            assert_eq!(credential.query(Some(query)).as_deref(), want, "{query}");
+        }
+        assert_eq!(credential.query(None), None);
     }
 
     #[test]

@@ -43,15 +43,8 @@ const MESSAGES: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |request| {
-            Ok(Box::new(Events {
-                blocks: Vec::new(),
-                forced: forced_tool(request),
-                forced_block: None,
-                text: StreamedAnswer::default(),
-                tool: StreamedAnswer::default(),
-            }))
-        },
+        start: |request| Ok(Box::new(Events::new(forced_tool(request)))),
+        unread: || Box::new(Events::new(None)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -144,6 +137,16 @@ struct Events {
 }
 
 impl Events {
+    fn new(forced: Option<String>) -> Self {
+        Self {
+            blocks: Vec::new(),
+            forced,
+            forced_block: None,
+            text: StreamedAnswer::default(),
+            tool: StreamedAnswer::default(),
+        }
+    }
+
     /// A block starts: it may now receive deltas; the forced tool's block
     /// is the answer.
     fn block_started(&mut self, body: &Object<'_>, name: &str) -> Result<(), Violation> {
@@ -281,6 +284,7 @@ impl Dialect for Anthropic {
             prefix: "",
             defaults: &[("anthropic-version", "2023-06-01")],
             also: &[],
+            query: None,
         }
     }
 

@@ -103,9 +103,15 @@ const STREAM_GENERATE: Endpoint = Endpoint {
         comments: false,
         start: |request| {
             Ok(Box::new(Chunks {
-                candidates: candidate_count(request)?,
+                candidates: Some(candidate_count(request)?),
                 answer: StreamedAnswer::default(),
             }))
+        },
+        unread: || {
+            Box::new(Chunks {
+                candidates: None,
+                answer: StreamedAnswer::default(),
+            })
         },
     }),
     output: Some(OUTPUT),
@@ -137,6 +143,7 @@ impl Dialect for Gemini {
             prefix: "",
             defaults: &[],
             also: &[],
+            query: Some("key"),
         }
     }
 
@@ -316,14 +323,14 @@ fn candidate_count(request: &Object<'_>) -> Result<usize, Fault> {
 /// content without `parts` is legitimate: Gemini sends `{"role": "model"}`
 /// when thinking used every output token (`MAX_TOKENS`) and none on a
 /// `SAFETY` or `RECITATION` stop. Returns whether there were candidates.
-fn candidates(root: &Object<'_>, asked: usize) -> Result<bool, Violation> {
+fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation> {
     let Some(list) = root.present("candidates") else {
         return Ok(false);
     };
     let list = list.objects().ok_or_else(|| {
         invariants::violation("payload_missing", "`candidates` is not an array".into())
     })?;
-    if list.len() > asked {
+    if let Some(asked) = asked.filter(|asked| list.len() > *asked) {
         return Err(invariants::violation(
             "choice_count_mismatch",
             format!(
@@ -332,7 +339,8 @@ fn candidates(root: &Object<'_>, asked: usize) -> Result<bool, Violation> {
             ),
         ));
     }
-    let mut seen = vec![false; asked];
+    // Unknown (the request was unreadable): each index still at most once.
+    let mut seen = std::collections::BTreeSet::new();
     for (i, candidate) in list.iter().enumerate() {
         let candidate = candidate.as_ref().ok_or_else(|| {
             invariants::violation(
@@ -342,19 +350,16 @@ fn candidates(root: &Object<'_>, asked: usize) -> Result<bool, Violation> {
         })?;
         if let Some(index) = candidate.present("index") {
             match index.count().and_then(|x| usize::try_from(x).ok()) {
-                Some(x) if x < asked && seen.get(x) == Some(&false) => {
-                    if let Some(slot) = seen.get_mut(x) {
-                        *slot = true;
-                    }
-                }
+                Some(x) if asked.is_none_or(|asked| x < asked) && seen.insert(x) => {}
                 _ => {
+                    let range = asked.map_or_else(|| "0..".into(), |asked| format!("0..{asked}"));
                     return Err(invariants::violation(
                         "choice_index_invalid",
                         format!(
-                            "candidates[{i}].index is {}, expected each of 0..{asked} at most once",
+                            "candidates[{i}].index is {}, expected each of {range} at most once",
                             index.text()
                         ),
-                    ))
+                    ));
                 }
             }
         }
@@ -389,7 +394,7 @@ fn candidates(root: &Object<'_>, asked: usize) -> Result<bool, Violation> {
 /// `promptFeedback` (a blocked prompt has no candidates, and that is an
 /// answer too).
 fn whole(root: &Object<'_>, asked: usize) -> Result<(), Violation> {
-    if !candidates(root, asked)? && root.present("promptFeedback").is_none() {
+    if !candidates(root, Some(asked))? && root.present("promptFeedback").is_none() {
         return Err(invariants::violation(
             "payload_missing",
             "the response has neither `candidates` nor `promptFeedback`".into(),
@@ -426,7 +431,7 @@ fn streamed_document(request: &Object<'_>, response: &Response<'_>) -> Result<()
             invariants::violation("payload_missing", format!("element {i} is not an object"))
         })?;
         if chunk.get("error").is_none() {
-            candidates(chunk, asked)?;
+            candidates(chunk, Some(asked))?;
         }
     }
     Ok(())
@@ -442,7 +447,8 @@ fn streamed_document(request: &Object<'_>, response: &Response<'_>) -> Result<()
 /// fields pass. A line the framing hands over may still hold several SSE
 /// lines ended by a lone `\r`: each is read.
 struct Chunks {
-    candidates: usize,
+    /// The candidates asked for; `None` when the request could not be read.
+    candidates: Option<usize>,
     /// The first candidate's text, gathered from its chunks.
     answer: StreamedAnswer,
 }
@@ -769,7 +775,7 @@ mod tests {
     #[test]
     fn the_error_event_is_googles_shape_with_probitys_fields() {
         let check = Chunks {
-            candidates: 1,
+            candidates: Some(1),
             answer: StreamedAnswer::default(),
         };
         let error = serde_json::json!({

@@ -129,6 +129,10 @@ pub struct CredentialSpec {
     pub defaults: &'static [(&'static str, &'static str)],
     /// Other headers a client may carry a key for this provider in.
     pub also: &'static [&'static str],
+    /// The query parameter a client may carry a key in (Gemini's `key`):
+    /// removed when the route injects its own, so only one key reaches the
+    /// provider.
+    pub query: Option<&'static str>,
 }
 
 /// `Authorization: Bearer <key>`; Azure OpenAI's clients send `api-key`.
@@ -137,6 +141,7 @@ pub(crate) const BEARER: CredentialSpec = CredentialSpec {
     prefix: "Bearer ",
     defaults: &[],
     also: &["api-key"],
+    query: None,
 };
 
 /// Every header any dialect takes a credential in: a client's own key is
@@ -196,6 +201,11 @@ pub(crate) struct StreamSpec {
     /// `data:` as JSON (google-genai) breaks on them.
     pub(crate) comments: bool,
     pub(crate) start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
+    /// The judge when the request cannot be read (not JSON, or a field the
+    /// judge needs is the wrong type): the events' syntax and figures, and
+    /// nothing the request decides. An unreadable request never lets its
+    /// answer pass unjudged.
+    pub(crate) unread: fn() -> Box<dyn EventCheck>,
 }
 
 /// `"stream": true` asks for a stream (OpenAI, Anthropic); absent is no.
@@ -247,6 +257,9 @@ pub(crate) struct StreamJudge {
     pub(crate) comments: bool,
     pub(crate) check: Box<dyn EventCheck>,
     pub(crate) contract: Option<Contract>,
+    /// Why the events cannot be checked against the request (it could not
+    /// be read): their syntax and figures still are.
+    pub(crate) uninspected: Option<&'static str>,
 }
 
 /// The judge of a 2xx streamed answer to `endpoint`; `Err` carries the
@@ -260,28 +273,30 @@ pub(crate) fn stream_judge(
 ) -> Result<StreamJudge, &'static str> {
     let spec = endpoint.stream.as_ref().ok_or("stream_not_asked")?;
     let doc = Document::parse(request_body).ok();
-    let Some(request) = doc.as_ref().and_then(Document::object) else {
-        return Err("request_not_json");
-    };
-    let contract = endpoint.output.as_ref().and_then(|output| {
+    let request = doc.as_ref().and_then(Document::object);
+    let contract = request.as_ref().and_then(|request| {
+        let output = endpoint.output.as_ref()?;
         Contract::resolve(
-            (output.requested)(&request),
+            (output.requested)(request),
             contracts.config,
             output.task,
-            (output.prompt)(&request),
+            (output.prompt)(request),
             contracts.cache,
         )
     });
-    match (spec.start)(&request) {
-        Ok(check) => Ok(StreamJudge {
-            framing: spec.framing,
-            comments: spec.comments && spec.framing == Framing::Sse,
-            check,
-            contract,
-        }),
-        Err(Fault::Uninspectable(reason)) => Err(reason),
-        Err(Fault::Invalid(_)) => Err(crate::invariants::REQUEST_SHAPE),
-    }
+    let (check, uninspected) = match request.as_ref().map(spec.start) {
+        Some(Ok(check)) => (check, None),
+        Some(Err(Fault::Uninspectable(reason))) => ((spec.unread)(), Some(reason)),
+        Some(Err(Fault::Invalid(_))) => ((spec.unread)(), Some(crate::invariants::REQUEST_SHAPE)),
+        None => ((spec.unread)(), Some("request_not_json")),
+    };
+    Ok(StreamJudge {
+        framing: spec.framing,
+        comments: spec.comments && spec.framing == Framing::Sse,
+        check,
+        contract,
+        uninspected,
+    })
 }
 
 /// A parsed response body, as checks see it.

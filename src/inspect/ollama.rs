@@ -55,14 +55,8 @@ const CHAT: Endpoint = Endpoint {
         asked: streams_unless_false,
         framing: Framing::Ndjson,
         comments: true,
-        start: |_| {
-            Ok(Box::new(Lines {
-                text: "message",
-                kind: Kind::Object,
-                done: false,
-                answer: StreamedAnswer::default(),
-            }))
-        },
+        start: |_| Ok(Box::new(Lines::new("message", Kind::Object))),
+        unread: || Box::new(Lines::new("message", Kind::Object)),
     }),
     output: Some(CHAT_OUTPUT),
     batch: None,
@@ -77,14 +71,8 @@ const GENERATE: Endpoint = Endpoint {
         asked: streams_unless_false,
         framing: Framing::Ndjson,
         comments: true,
-        start: |_| {
-            Ok(Box::new(Lines {
-                text: "response",
-                kind: Kind::String,
-                done: false,
-                answer: StreamedAnswer::default(),
-            }))
-        },
+        start: |_| Ok(Box::new(Lines::new("response", Kind::String))),
+        unread: || Box::new(Lines::new("response", Kind::String)),
     }),
     output: Some(GENERATE_OUTPUT),
     batch: None,
@@ -151,6 +139,17 @@ struct Lines {
     kind: Kind,
     done: bool,
     answer: StreamedAnswer,
+}
+
+impl Lines {
+    fn new(text: &'static str, kind: Kind) -> Self {
+        Self {
+            text,
+            kind,
+            done: false,
+            answer: StreamedAnswer::default(),
+        }
+    }
 }
 
 impl EventCheck for Lines {

@@ -399,6 +399,9 @@ impl Call<'_> {
                 Payload::Stream(relay)
             }
             Some(Ok(judge)) => {
+                if let Some(reason) = judge.uninspected {
+                    telemetry::uninspected(&self.route.name, &record.request_id, reason);
+                }
                 let context = StreamContext {
                     route: self.route.name.clone(),
                     client: record.client.clone(),
