@@ -438,4 +438,97 @@ async fn with_no_argument_the_embedded_default_runs() {
     ] {
         assert!(message.contains(prefix), "{message}");
     }
+    // A normal start says which routes pass the client's own credential in
+    // one INFO line, and warns of nothing.
+    let logs = probity.logs();
+    let warnings: Vec<&serde_json::Value> = logs.iter().filter(|l| l["level"] == "WARN").collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let passing: Vec<&serde_json::Value> = logs
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("client credentials pass through"))
+        })
+        .collect();
+    assert_eq!(passing.len(), 1, "{passing:?}");
+    assert_eq!(passing[0]["level"], "INFO");
+    let named: Vec<&str> = passing[0]["routes"].as_str().unwrap().split(',').collect();
+    let keyed = [
+        ("openai", "OPENAI_API_KEY"),
+        ("anthropic", "ANTHROPIC_API_KEY"),
+        ("cohere", "CO_API_KEY"),
+        ("jina", "JINA_API_KEY"),
+        ("voyage", "VOYAGE_API_KEY"),
+        ("gemini", "GEMINI_API_KEY"),
+    ];
+    let mut want: Vec<&str> = vec!["ollama", "tei"];
+    want.extend(
+        keyed
+            .iter()
+            .filter(|(_, var)| std::env::var_os(var).is_none())
+            .map(|(route, _)| *route),
+    );
+    let mut named_sorted = named.clone();
+    named_sorted.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(named_sorted, want);
+}
+
+/// What is probably a mistake is warned of, once, with the route: a key
+/// variable set but empty, and a key sent in clear text off this host.
+#[tokio::test]
+async fn a_start_warns_only_of_probable_mistakes() {
+    let routes = format!(
+        "{}{}{}",
+        route(
+            "empty",
+            "/empty",
+            "https://api.openai.com/v1",
+            "openai",
+            "api_key_env = \"PROBITY_TEST_EMPTY_KEY\""
+        ),
+        route(
+            "clear",
+            "/clear",
+            "http://10.1.2.3:8000/v1",
+            "openai",
+            "api_key_env = \"PROBITY_TEST_SET_KEY\""
+        ),
+        route(
+            "local",
+            "/local",
+            "http://127.0.0.1:8000/v1",
+            "openai",
+            "api_key_env = \"PROBITY_TEST_SET_KEY\""
+        ),
+    );
+    let probity = Probity::start_with_env(
+        &config("", &routes),
+        &[
+            ("PROBITY_TEST_EMPTY_KEY", ""),
+            ("PROBITY_TEST_SET_KEY", "sk-test-secret-value"),
+        ],
+    );
+    let logs = probity.logs();
+    let warnings: Vec<(&str, &str)> = logs
+        .iter()
+        .filter(|l| l["level"] == "WARN")
+        .map(|l| (l["route"].as_str().unwrap(), l["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert_eq!(warnings[0].0, "empty");
+    assert!(warnings[0].1.contains("set but empty"), "{}", warnings[0].1);
+    assert_eq!(warnings[1].0, "clear");
+    assert!(warnings[1].1.contains("clear text"), "{}", warnings[1].1);
+    assert!(!probity.log_text().contains("sk-test-secret-value"));
+    let passing = logs
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("client credentials"))
+        })
+        .unwrap();
+    assert_eq!(passing["routes"], "empty");
 }

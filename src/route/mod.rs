@@ -69,8 +69,9 @@ pub struct RouteTable {
 impl RouteTable {
     /// Builds the routes of a validated configuration. `env` reads the
     /// credential variables; a variable that is set but cannot be a header
-    /// value is a problem, one that is unset is a warning (the client's own
-    /// credential then passes through).
+    /// value is a problem; one that is unset lets the client's own
+    /// credential pass (said in one INFO line for all such routes), one set
+    /// but empty is a warning.
     pub fn build(config: &Config, env: impl Fn(&str) -> Option<String>) -> Result<Self, Problems> {
         let mut problems = Vec::new();
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -87,6 +88,18 @@ impl RouteTable {
         if !problems.is_empty() {
             return Err(Problems(problems));
         }
+        let passing: Vec<&str> = routes
+            .iter()
+            .filter(|r| r.upstream.credential.is_none())
+            .map(|r| &*r.name)
+            .collect();
+        if !passing.is_empty() {
+            tracing::info!(
+                routes = %passing.join(","),
+                "client credentials pass through on these routes (no api_key_env, or its \
+                 variable unset)"
+            );
+        }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         Ok(Self { routes, clients })
     }
@@ -101,21 +114,33 @@ impl RouteTable {
             inspect::dialect(name).ok_or(("dialect", format!("unknown dialect \"{name}\"")))?;
         let credential = match &route.api_key_env {
             None => None,
-            Some(var) => match env(var).filter(|v| !v.is_empty()) {
-                Some(key) => Some(credential(dialect, &key).map_err(|_| {
+            Some(var) => match env(var) {
+                Some(key) if !key.is_empty() => Some(credential(dialect, &key).map_err(|_| {
                     let why = format!("{var} holds characters that cannot be sent in a header");
                     ("api_key_env", why)
                 })?),
-                None => {
+                // Set but empty is probably a mistake (a secret not mounted);
+                // unset is the supported mode of the client's own key.
+                Some(_) => {
                     tracing::warn!(
                         route = %route.name,
                         variable = %var,
-                        "credential variable is not set: the client's own credential passes through"
+                        "credential variable is set but empty: the client's own credential \
+                         passes through"
                     );
                     None
                 }
+                None => None,
             },
         };
+        if credential.is_some() && url.scheme == http::uri::Scheme::HTTP && !loopback(&url) {
+            tracing::warn!(
+                route = %route.name,
+                upstream = %route.upstream,
+                "the provider key is sent in clear text to a plain-HTTP upstream beyond this \
+                 host: use https://, or keep the upstream on loopback"
+            );
+        }
         let limits = Limits {
             timeout: Duration::from_millis(route.timeout_ms),
             idle_timeout: Duration::from_millis(route.idle_timeout_ms),
@@ -198,6 +223,20 @@ fn strip_prefix<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
+/// Whether an upstream is on this host: a key sent there in clear text
+/// never crosses a network.
+fn loopback(url: &UpstreamUrl) -> bool {
+    let host = url
+        .authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The credential a route injects, presented as its dialect takes it.
 fn credential(
     dialect: &dyn Dialect,
@@ -209,6 +248,7 @@ fn credential(
         &format!("{}{key}", spec.prefix),
         spec.defaults,
         inspect::credential_headers(),
+        spec.query,
     )
 }
 
