@@ -315,8 +315,11 @@ impl Default for RouteConfig {
             dialect: None,
             api_key_env: None,
             connect_timeout_ms: 2_000,
-            timeout_ms: 30_000,
-            idle_timeout_ms: 30_000,
+            // The SDKs' own: openai and anthropic wait 600 s for a response
+            // and 600 s between its bytes (google-genai, ollama, voyageai
+            // none, cohere 300 s); a proxy never gives up first.
+            timeout_ms: 600_000,
+            idle_timeout_ms: 600_000,
             max_response_bytes: 64 * 1024 * 1024,
             contract: None,
             max_batch_inputs: None,
@@ -370,8 +373,8 @@ mod tests {
         )
         .unwrap();
         let route = &config.routes[0];
-        assert_eq!(route.timeout_ms, 30_000);
-        assert_eq!(route.idle_timeout_ms, 30_000);
+        assert_eq!(route.timeout_ms, 600_000);
+        assert_eq!(route.idle_timeout_ms, 600_000);
         assert_eq!(route.connect_timeout_ms, 2_000);
         assert_eq!(route.max_response_bytes, 67_108_864);
         assert_eq!(route.api_key_env, None);
