@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::forward::{ForwardError, X_REQUEST_ID};
 use crate::inspect::Envelope;
-use crate::route::NoRoute;
+use crate::route::{AdminRefusal, NoRoute};
 use crate::violation::Violation;
 
 /// Faults in the client's request, found by `server` before forwarding.
@@ -50,6 +50,13 @@ pub(crate) enum RequestError {
     Unauthenticated {
         header: &'static str,
         prefix: &'static str,
+    },
+    /// The admin listener: captures read, or state changed, without the
+    /// admin token.
+    #[error("this admin endpoint needs the admin token")]
+    AdminUnauthenticated {
+        refusal: AdminRefusal,
+        variable: String,
     },
     /// A head the servers behind probity could frame differently.
     #[error("the request head is ambiguous: {what}")]
@@ -122,6 +129,24 @@ impl RequestError {
                 "{err}: nothing was forwarded; retry after {RETRY_AFTER_SECONDS} s, or raise \
                  server.max_held_response_bytes"
             ),
+            err @ RequestError::AdminUnauthenticated { refusal, variable } => {
+                let open = "/metrics, /healthz and /readyz need none";
+                match refusal {
+                    AdminRefusal::NotConfigured => format!(
+                        "{err}, and none is configured: set {variable} in probity's environment \
+                         to a random token of at least 16 characters (e.g. `openssl rand -hex \
+                         24`), restart probity (or send it SIGHUP), and send it as \
+                         `Authorization: Bearer <token>`; {open}"
+                    ),
+                    AdminRefusal::Missing => format!(
+                        "{err}: send `Authorization: Bearer <token>` with the value of \
+                         {variable}; {open}"
+                    ),
+                    AdminRefusal::Wrong => {
+                        format!("{err}: the token sent is not the value of {variable}; {open}")
+                    }
+                }
+            }
             err @ RequestError::Unauthenticated { header, prefix } => format!(
                 "{err}: nothing was forwarded; send the token probity holds for this app (its \
                  [[clients]] token_env) as `{header}: {prefix}<token>`, where the provider's \
@@ -144,7 +169,9 @@ impl ProxyError {
             ) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Request(RequestError::BodyTimeout { .. }) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Request(RequestError::Upgrade { .. }) => StatusCode::NOT_IMPLEMENTED,
-            ProxyError::Request(RequestError::Unauthenticated { .. }) => StatusCode::UNAUTHORIZED,
+            ProxyError::Request(
+                RequestError::Unauthenticated { .. } | RequestError::AdminUnauthenticated { .. },
+            ) => StatusCode::UNAUTHORIZED,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -164,7 +191,9 @@ impl ProxyError {
             ) => "overloaded",
             ProxyError::Request(RequestError::BodyTimeout { .. }) => "request_timeout",
             ProxyError::Request(RequestError::Upgrade { .. }) => "upgrade_not_supported",
-            ProxyError::Request(RequestError::Unauthenticated { .. }) => "unauthenticated",
+            ProxyError::Request(
+                RequestError::Unauthenticated { .. } | RequestError::AdminUnauthenticated { .. },
+            ) => "unauthenticated",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
             ProxyError::Forward(ForwardError::Reset { .. }) => "upstream_reset",
@@ -180,6 +209,9 @@ impl ProxyError {
         match self {
             ProxyError::InvalidResponse(violation) => violation.invariant,
             ProxyError::Forward(ForwardError::Timeout { key, .. }) => key,
+            ProxyError::Request(RequestError::AdminUnauthenticated { .. }) => {
+                "admin_token_required"
+            }
             _ => self.kind(),
         }
     }
@@ -337,6 +369,12 @@ impl ProxyError {
                 headers.insert(
                     WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"probity\""),
+                );
+            }
+            ProxyError::Request(RequestError::AdminUnauthenticated { .. }) => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"probity admin\""),
                 );
             }
             // SDKs retry a 5xx by default: each retry of a corrupt answer is

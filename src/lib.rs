@@ -26,6 +26,7 @@ pub(crate) mod invariants;
 pub(crate) mod json;
 pub mod logs;
 pub mod offline;
+pub(crate) mod request_id;
 pub mod route;
 pub mod server;
 pub mod telemetry;

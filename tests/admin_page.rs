@@ -81,7 +81,7 @@ async fn exchange(probity: &Probity, fake: &str, id: &str) -> Got {
 async fn status_with(probity: &Probity, n: usize) -> serde_json::Value {
     within("captures listed", async {
         loop {
-            let status = get(&probity.admin_url("/status.json")).await.json();
+            let status = probity.admin_get("/status.json").await.json();
             if status["captures"].as_array().unwrap().len() >= n {
                 return status;
             }
@@ -154,9 +154,7 @@ async fn the_admin_page_shows_routes_and_captures_and_runs_no_body() {
 
     // What the client received, byte for byte, with the nulled figure as
     // its own run on both sides.
-    let view = get(&probity.admin_url("/view.json?id=normalized-1"))
-        .await
-        .json();
+    let view = probity.admin_get("/view.json?id=normalized-1").await.json();
     assert_eq!(runs_text(&view["delivered"]), normalized.text());
     assert_eq!(
         runs_text(&view["verbatim"]),
@@ -185,12 +183,9 @@ async fn the_admin_page_shows_routes_and_captures_and_runs_no_body() {
         nulled("delivered"),
         [("/usage/prompt_tokens".into(), "null".into())]
     );
-    assert_eq!(
-        get(&probity.admin_url("/view.json?id=nope")).await.status,
-        404
-    );
+    assert_eq!(probity.admin_get("/view.json?id=nope").await.status, 404);
 
-    let page = get(&probity.admin_url("/")).await;
+    let page = probity.admin_get("/").await;
     assert_eq!(page.status, 200);
     assert_eq!(
         page.header("content-type"),
@@ -203,12 +198,12 @@ async fn the_admin_page_shows_routes_and_captures_and_runs_no_body() {
         "{csp}"
     );
     assert!(!csp.contains("unsafe"), "{csp}");
-    let raw = get(&probity.admin_url("/captures/hostile-1")).await;
+    let raw = probity.admin_get("/captures/hostile-1").await;
     assert!(raw
         .header("content-security-policy")
         .unwrap()
         .starts_with("sandbox"));
-    let lost = get(&probity.admin_url("/nope")).await;
+    let lost = probity.admin_get("/nope").await;
     assert_eq!(lost.status, 404);
     assert!(lost.text().contains("/status.json"), "{}", lost.text());
 
@@ -246,6 +241,7 @@ async fn in_chromium(probity: &Probity) {
         .args([probity.admin_url("/"), probity.url("/openai/v1/embeddings")])
         .args(["normalized-1", "hostile-1"])
         .arg(&shot)
+        .arg(ADMIN_TOKEN)
         .env("CHROMIUM", CHROMIUM)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

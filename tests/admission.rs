@@ -355,7 +355,7 @@ async fn no_credential_is_ever_logged_counted_captured_or_echoed() {
     }
     let captured = captured.expect("the chat response was captured");
     for path in ["/metrics", "/captures", &format!("/captures/{captured}")] {
-        let got = get(&probity.admin_url(path)).await;
+        let got = probity.admin_get(path).await;
         assert_eq!(got.status, 200, "{path}");
         seen.push(format!("{path}: {:?} {}", got.headers, got.text()));
     }

@@ -542,7 +542,7 @@ mod bucket {
             }
         })
         .await;
-        let capture = get(&after.admin_url(&format!("/captures/{id}"))).await;
+        let capture = after.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 503, "{}", capture.text());
 
         relay.up().await;
@@ -552,13 +552,13 @@ mod bucket {
             }
         })
         .await;
-        let listing = get(&after.admin_url("/captures")).await.json();
+        let listing = after.admin_get("/captures").await.json();
         assert_eq!(
             capture_ids(&listing),
             std::slice::from_ref(&id),
             "{listing}"
         );
-        let capture = get(&after.admin_url(&format!("/captures/{id}"))).await;
+        let capture = after.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200, "{}", capture.text());
         assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
     }
@@ -604,7 +604,7 @@ mod bucket {
         let got = post(&trusting.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
         let id = got.header("x-request-id").unwrap().to_string();
         until_written(&trusting, 1.0).await;
-        let capture = get(&trusting.admin_url(&format!("/captures/{id}"))).await;
+        let capture = trusting.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200);
         assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
 
@@ -666,7 +666,7 @@ mod bucket {
         assert_eq!(keys.len(), 2, "{keys:?}");
 
         let probity = server.probity(&config, "second");
-        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        let capture = probity.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200);
         assert_eq!(
             capture.body,
@@ -674,7 +674,7 @@ mod bucket {
             "byte-identical"
         );
         assert_eq!(capture.header("probity-upstream-x-upstream"), Some("kept"));
-        let listing = get(&probity.admin_url("/captures")).await.json();
+        let listing = probity.admin_get("/captures").await.json();
         assert_eq!(capture_ids(&listing), [id]);
         assert_eq!(
             listing["captures"][0]["body_sha256"]
@@ -697,7 +697,7 @@ mod bucket {
         let b = server.probity(&config, "pod-b");
         // Both are indexed (an empty bucket) before either writes.
         for probity in [&a, &b] {
-            let listing = get(&probity.admin_url("/captures")).await.json();
+            let listing = probity.admin_get("/captures").await.json();
             assert_eq!(capture_ids(&listing).len(), 0);
         }
         let from_a = post(&a.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
@@ -709,10 +709,10 @@ mod bucket {
         until_written(&b, 1.0).await;
 
         for (probity, other) in [(&a, &id_b), (&b, &id_a)] {
-            let capture = get(&probity.admin_url(&format!("/captures/{other}"))).await;
+            let capture = probity.admin_get(&format!("/captures/{other}")).await;
             assert_eq!(capture.status, 200, "{}", capture.text());
             assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
-            let listing = get(&probity.admin_url("/captures")).await.json();
+            let listing = probity.admin_get("/captures").await.json();
             assert_eq!(
                 capture_ids(&listing),
                 [id_b.clone(), id_a.clone()],
@@ -731,7 +731,7 @@ mod bucket {
         let third = post(&b.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
         let id_third = third.header("x-request-id").unwrap().to_string();
         until_written(&b, 2.0).await;
-        let listing = get(&a.admin_url("/captures?limit=1")).await.json();
+        let listing = a.admin_get("/captures?limit=1").await.json();
         assert_eq!(capture_ids(&listing), [id_third]);
     }
 
@@ -762,7 +762,7 @@ mod bucket {
             started.elapsed()
         );
         let listed = Instant::now();
-        let listing = get(&probity.admin_url("/captures")).await;
+        let listing = probity.admin_get("/captures").await;
         let waited = listed.elapsed();
         assert_eq!(listing.status, 200);
         assert!(
@@ -775,7 +775,7 @@ mod bucket {
         assert_eq!(capture_ids(&listing), Vec::<String>::new(), "{listing}");
         assert_eq!(listing["unread"], 1, "{listing}");
         // The admin page's status answers too, and says why it lists less.
-        let status = get(&probity.admin_url("/status.json")).await.json();
+        let status = probity.admin_get("/status.json").await.json();
         assert!(status["captures_note"].is_string(), "{status}");
         let timeouts = r#"probity_capture_dropped_total{reason="timeout"}"#;
         within("stalled writes dropped", async {
@@ -791,11 +791,11 @@ mod bucket {
         let again = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
         let id = again.header("x-request-id").unwrap().to_string();
         until_written(&probity, 2.0).await;
-        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        let capture = probity.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200);
         assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
         // Back, the capture left out while the bucket stalled is listed.
-        let listing = get(&probity.admin_url("/captures")).await.json();
+        let listing = probity.admin_get("/captures").await.json();
         assert!(capture_ids(&listing).contains(&first), "{listing}");
         assert_eq!(listing["unread"], 0, "{listing}");
     }
@@ -846,16 +846,18 @@ mod bucket {
         assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
         // The listing still answers while the bucket is down, leaving out
         // (and counting) the capture whose metadata it cannot read.
-        let listing = get(&probity.admin_url("/captures")).await;
+        let listing = probity.admin_get("/captures").await;
         assert_eq!(listing.status, 200);
         assert_eq!(listing.json()["unread"], 1, "{}", listing.text());
         // Nor is that capture said to be gone: the store failed, so 503.
         let first_id = first.header("x-request-id").unwrap();
-        let capture = get(&probity.admin_url(&format!("/captures/{first_id}"))).await;
+        let capture = probity.admin_get(&format!("/captures/{first_id}")).await;
         assert_eq!(capture.status, 503, "{}", capture.text());
         assert_eq!(capture.header("retry-after"), Some("5"));
         assert!(capture.text().contains("retry"), "{}", capture.text());
-        let view = get(&probity.admin_url(&format!("/view.json?id={first_id}"))).await;
+        let view = probity
+            .admin_get(&format!("/view.json?id={first_id}"))
+            .await;
         assert_eq!(view.status, 503, "{}", view.text());
 
         // Back (empty: neither server keeps anything), and the next capture lands.
@@ -872,7 +874,7 @@ mod bucket {
             keys.iter().any(|k| k.ends_with(&format!("/{id}.body"))),
             "{keys:?}"
         );
-        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        let capture = probity.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200);
         assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
         assert_ne!(first.header("x-request-id"), Some(id.as_str()));

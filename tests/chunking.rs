@@ -177,7 +177,7 @@ async fn a_batch_of_250_becomes_three_calls_stitched_in_order() {
     assert_eq!(got.header("probity-normalized"), None);
     let id = got.header("x-request-id").unwrap();
     assert_eq!(got.header("probity-capture"), Some(id));
-    let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    let capture = probity.admin_get(&format!("/captures/{id}")).await;
     assert_eq!(capture.header("probity-capture-shape"), Some("chunks"));
     let chunks = capture.json()["chunks"].as_array().unwrap().clone();
     assert_eq!(chunks.len(), 3);

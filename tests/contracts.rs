@@ -124,7 +124,7 @@ async fn the_small_model_answer_is_annotated_counted_and_captured() {
     }
     let invalid = r#"probity_model_outputs_total{task="grounded_answer",verdict="invalid"}"#;
     assert_eq!(metric_value(&metrics, invalid), Some(1.0));
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(listing["captures"][0]["outcome"], "output_invalid");
     assert_eq!(
         listing["captures"][0]["reasons"],
@@ -169,7 +169,7 @@ async fn degrade_replaces_the_answer_and_keeps_the_rest() {
     );
     // The verbatim answer is in the capture store.
     let id = got.header("x-request-id").unwrap();
-    let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    let capture = probity.admin_get(&format!("/captures/{id}")).await;
     assert_eq!(capture.text(), ollama_generate(ECHO));
 }
 

@@ -523,7 +523,7 @@ async fn traffic(probity: &Probity, store: &Path) {
     post_as(&embeddings, &input(r#"["a"]"#), "panic-test")
         .await
         .error(500, "internal_error");
-    assert_eq!(post(&probity.admin_url("/reload"), "").await.status, 200);
+    assert_eq!(probity.admin_post("/reload", "").await.status, 200);
     // One capture written, then the store breaks: the next are dropped.
     let written = r#"probity_capture_writes_total{result="ok"}"#;
     within("a capture written", async {

@@ -19,6 +19,9 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
+use http::Request;
+use http_body_util::Full;
+
 use support::*;
 
 fn root() -> &'static Path {
@@ -250,6 +253,15 @@ fn the_kubernetes_manifests_are_valid_and_agree_with_the_configuration() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("drain_timeout_ms = "))
         .map_or(30_000, |v| v.parse().unwrap());
+    // Services reach the admin port only (metrics and health, and captures
+    // only with the token); the proxy port stays inside the pod.
+    for service in facts["services"].as_array().unwrap() {
+        assert_eq!(
+            service["target_ports"],
+            serde_json::json!(["metrics"]),
+            "{service}"
+        );
+    }
     let pods = facts["pods"].as_array().unwrap();
     assert_eq!(pods.len(), 2, "the classic and the native sidecar");
     for pod in pods {
@@ -262,6 +274,11 @@ fn the_kubernetes_manifests_are_valid_and_agree_with_the_configuration() {
         assert_eq!(pod["liveness"]["port"], admin, "{file}");
         assert_eq!(pod["config_env"], "/etc/probity/probity.toml", "{file}");
         assert_eq!(pod["mount"], "/etc/probity", "{file}");
+        // The admin token only ever from an optional Secret: absent, the
+        // captures stay closed; never a literal in the manifest.
+        let token = &pod["admin_token"]["secretKeyRef"];
+        assert_eq!(token["name"], "probity-admin", "{file}");
+        assert_eq!(token["optional"], true, "{file}");
         let grace = pod["grace"].as_u64().unwrap();
         let pause = pod["pre_stop"].as_u64().unwrap();
         assert!(
@@ -332,7 +349,13 @@ fn the_compose_example_agrees_with_itself_and_with_probity() {
         .iter()
         .map(|p| p.as_str().unwrap())
         .collect();
-    assert_eq!(ports, ["8080:8080", "9464:9464"]);
+    assert_eq!(ports, ["8080:8080", "127.0.0.1:9464:9464"]);
+    // The admin token comes from the shell that starts Compose, never from
+    // a file in the repository.
+    assert_eq!(
+        services["probity"]["environment"]["PROBITY_ADMIN_TOKEN"],
+        "${PROBITY_ADMIN_TOKEN:-}"
+    );
 
     // Prometheus scrapes probity's admin port; Grafana reads Prometheus.
     let prometheus = as_json("prometheus.yml");
@@ -362,4 +385,162 @@ fn the_compose_example_agrees_with_itself_and_with_probity() {
     assert!(mounts("grafana").contains(&mount), "{mount}");
     let mount = "./grafana-dashboards.yml:/etc/grafana/provisioning/dashboards/probity.yml:ro";
     assert!(mounts("grafana").iter().any(|m| m == mount), "{mount}");
+}
+
+/// Through the example's admin port (the container's configuration, which the
+/// Kubernetes Service and Compose publish): without the admin token nothing
+/// that reads an exchange or changes state is answered, while Prometheus's
+/// scrape and the probes are; with the token, all of it is.
+#[tokio::test]
+async fn the_examples_admin_port_reads_and_reloads_nothing_without_the_token() {
+    let path = root().join(CONTAINER_CONFIG);
+    let launch = |token: &str| {
+        Probity::launch(
+            &[std::ffi::OsStr::new("--config"), path.as_os_str()],
+            &[
+                ("PROBITY_LISTEN", "127.0.0.1:0"),
+                ("PROBITY_ADMIN_LISTEN", "127.0.0.1:0"),
+                ("PROBITY_ADMIN_TOKEN", token),
+            ],
+            temp_path(".unused"),
+        )
+    };
+    let guarded = [
+        ("GET", "/captures"),
+        ("GET", "/captures/some-request"),
+        ("GET", "/captures/some-request/chunks/0"),
+        ("GET", "/status.json"),
+        ("GET", "/view.json?id=some-request"),
+        ("POST", "/reload"),
+    ];
+    let ask = |probity: &Probity, method: &str, path: &str, token: Option<&str>| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(probity.admin_url(path));
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        send(request.body(Full::default()).unwrap())
+    };
+    let open = |probity: &Probity| {
+        let (metrics, healthz, readyz) = (
+            probity.admin_url("/metrics"),
+            probity.admin_url("/healthz"),
+            probity.admin_url("/readyz"),
+        );
+        async move {
+            let scraped = get(&metrics).await;
+            assert_eq!(scraped.status, 200);
+            assert!(scraped
+                .header("content-type")
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4"));
+            assert!(scraped.text().contains("probity_build_info"));
+            assert_eq!(get(&healthz).await.status, 200);
+            assert_eq!(get(&readyz).await.status, 200);
+        }
+    };
+
+    // No token configured (the Secret absent): closed to everyone, whatever
+    // is presented, and the error says how to open it.
+    let closed = launch("");
+    open(&closed).await;
+    for (method, path) in guarded {
+        for token in [None, Some(ADMIN_TOKEN)] {
+            let got = ask(&closed, method, path, token).await;
+            let error = got.error(401, "unauthenticated");
+            assert_eq!(error["code"], "admin_token_required", "{path}");
+            assert!(
+                error["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("set PROBITY_ADMIN_TOKEN"),
+                "{error}"
+            );
+            assert_eq!(
+                got.header("www-authenticate"),
+                Some("Bearer realm=\"probity admin\"")
+            );
+        }
+    }
+    // The page's shell holds no data: it asks for the token.
+    let shell = get(&closed.admin_url("/")).await;
+    assert_eq!(shell.status, 200);
+    assert!(shell.text().contains("id=\"login\""));
+
+    // A token configured: refused without it or with another, answered with it.
+    let probity = launch(ADMIN_TOKEN);
+    open(&probity).await;
+    let wrong = "another-token-0123456789abcdef";
+    for (method, path) in guarded {
+        let missing = ask(&probity, method, path, None).await;
+        missing.error(401, "unauthenticated");
+        let refused = ask(&probity, method, path, Some(wrong)).await;
+        let error = refused.error(401, "unauthenticated");
+        assert!(error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not the value of PROBITY_ADMIN_TOKEN"));
+        let got = ask(&probity, method, path, Some(ADMIN_TOKEN)).await;
+        let want = if path.contains("some-request") {
+            404
+        } else {
+            200
+        };
+        assert_eq!(got.status, want, "{method} {path}: {}", got.text());
+    }
+    assert!(probity.admin_get("/status.json").await.json()["routes"].is_array());
+    // Each refusal is logged with its path and why, never with a token.
+    let logs = probity.logs();
+    let refusals: Vec<&serde_json::Value> = logs
+        .iter()
+        .filter(|l| l["message"] == "admin request refused")
+        .collect();
+    assert_eq!(refusals.len(), 2 * guarded.len(), "{refusals:?}");
+    assert!(refusals.iter().any(|l| l["refusal"] == "wrong"));
+    assert!(refusals.iter().any(|l| l["refusal"] == "missing"));
+    let text = probity.log_text();
+    assert!(!text.contains(ADMIN_TOKEN) && !text.contains(wrong));
+}
+
+/// An admin token that is no gate stops the start with its key path: too
+/// short, or the token of a client (an app's token must not read captures).
+#[test]
+fn a_weak_or_shared_admin_token_stops_the_start() {
+    let config = temp_path(".toml");
+    std::fs::write(
+        &config,
+        "[[routes]]\nname = \"a\"\nprefix = \"/a\"\nupstream = \"http://127.0.0.1:9\"\ndialect = \"openai\"\n\n[[clients]]\nname = \"app\"\ntoken_env = \"PROBITY_TEST_APP_TOKEN\"\n",
+    )
+    .unwrap();
+    let check = |admin: &str| {
+        Command::new(env!("CARGO_BIN_EXE_probity"))
+            .args(["check-config", config.to_str().unwrap()])
+            .env("PROBITY_ADMIN_TOKEN", admin)
+            .env("PROBITY_TEST_APP_TOKEN", "the-apps-token-0123456789")
+            .output()
+            .unwrap()
+    };
+    let short = check("short");
+    assert!(!short.status.success());
+    let said = String::from_utf8_lossy(&short.stdout).to_string()
+        + &String::from_utf8_lossy(&short.stderr);
+    assert!(
+        said.contains("admin.token_env: PROBITY_ADMIN_TOKEN holds fewer than 16"),
+        "{said}"
+    );
+    let shared = check("the-apps-token-0123456789");
+    assert!(!shared.status.success());
+    let said = String::from_utf8_lossy(&shared.stdout).to_string()
+        + &String::from_utf8_lossy(&shared.stderr);
+    assert!(
+        said.contains("admin.token_env: PROBITY_ADMIN_TOKEN holds the token of clients[0]"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("the-apps-token"),
+        "a token was printed: {said}"
+    );
+    assert!(check("a-good-admin-token-0123456789").status.success());
+    let _ = std::fs::remove_file(&config);
 }

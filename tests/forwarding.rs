@@ -576,7 +576,10 @@ async fn a_gemini_key_goes_in_x_goog_api_key_and_the_clients_query_key_is_remove
     for (query, forwarded) in [
         ("?key=client-query-key", ""),
         ("?alt=sse&key=client-query-key", "?alt=sse"),
-        ("?KEY=client-query-key&alt=sse&k%65y=client-query-key", "?alt=sse"),
+        (
+            "?KEY=client-query-key&alt=sse&k%65y=client-query-key",
+            "?alt=sse",
+        ),
     ] {
         let request = Request::post(probity.url(&format!(
             "/gemini/v1beta/models/gemini-2.5-flash:countTokens{query}"
@@ -602,7 +605,11 @@ async fn a_gemini_key_goes_in_x_goog_api_key_and_the_clients_query_key_is_remove
     .unwrap();
     send(own).await;
     let seen = upstream.requests().pop().unwrap();
-    assert!(seen.target.ends_with("?key=client-own-key"), "{}", seen.target);
+    assert!(
+        seen.target.ends_with("?key=client-own-key"),
+        "{}",
+        seen.target
+    );
     let logs = probity.log_text();
     for secret in [
         "AIzaREALKEY789",

@@ -192,7 +192,7 @@ fn samples_for(text: &str, name: &str, route: &str) -> Vec<String> {
 
 /// The capture listing's entry for a request id.
 async fn capture_entry(probity: &Probity, request_id: &str) -> Value {
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     listing["captures"]
         .as_array()
         .into_iter()

@@ -91,7 +91,7 @@ async fn the_capture_store_keeps_the_verbatim_response_within_its_bounds() {
         assert_eq!(got.status, 200, "{}", got.text());
         ids.push(got.header("x-request-id").unwrap().to_string());
     }
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     let entries = listing["captures"].as_array().unwrap();
     let listed: Vec<&str> = entries
         .iter()
@@ -114,7 +114,7 @@ async fn the_capture_store_keeps_the_verbatim_response_within_its_bounds() {
     assert_eq!(large_entry["route"], "openai");
     assert!(large_entry["time"].as_str().unwrap().ends_with('Z'));
 
-    let kept = get(&probity.admin_url(&format!("/captures/{}", ids[2]))).await;
+    let kept = probity.admin_get(&format!("/captures/{}", ids[2])).await;
     assert_eq!(kept.status, 200);
     assert_eq!(
         kept.text(),
@@ -127,13 +127,14 @@ async fn the_capture_store_keeps_the_verbatim_response_within_its_bounds() {
         kept.header("probity-upstream-openai-processing-ms"),
         Some("12")
     );
-    let omitted = get(&probity.admin_url(&format!("/captures/{}", ids[3]))).await;
+    let omitted = probity.admin_get(&format!("/captures/{}", ids[3])).await;
     assert!(omitted
         .header("probity-capture-body")
         .unwrap()
         .starts_with("omitted"));
     assert_eq!(
-        get(&probity.admin_url(&format!("/captures/{}", ids[0])))
+        probity
+            .admin_get(&format!("/captures/{}", ids[0]))
             .await
             .status,
         404
@@ -155,7 +156,7 @@ async fn with_capture_disabled_nothing_is_kept_or_announced() {
         Some("/usage/prompt_tokens")
     );
     assert_eq!(got.header("probity-capture"), None);
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(listing["captures"], serde_json::json!([]));
 }
 

@@ -198,7 +198,7 @@ async fn admin_endpoints_answer_on_their_own_port() {
         "{text}"
     );
     assert!(text.contains("probity_request_duration_seconds_bucket{route=\"ollama\",le=\"0.005\"}"));
-    assert_eq!(get(&probity.admin_url("/elsewhere")).await.status, 404);
+    assert_eq!(probity.admin_get("/elsewhere").await.status, 404);
     let posted = post(&probity.admin_url("/metrics"), "").await;
     assert_eq!(posted.status, 405);
 

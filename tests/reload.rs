@@ -119,15 +119,15 @@ async fn an_invalid_configuration_is_refused_and_the_old_one_serves_on() {
     until_served_by(&probity, &first).await;
 
     // POST /reload says what it did.
-    let refused = post(&probity.admin_url("/reload"), "").await;
+    let refused = probity.admin_post("/reload", "").await;
     assert_eq!(refused.status, 422, "{}", refused.text());
     assert!(refused.text().contains("server.max_connections"));
     probity.rewrite_config(&one_route(&second.url()));
-    let applied = post(&probity.admin_url("/reload"), "").await;
+    let applied = probity.admin_post("/reload", "").await;
     assert_eq!(applied.status, 200, "{}", applied.text());
     assert_eq!(applied.text(), "reloaded: 1 routes\n");
     until_served_by(&probity, &second).await;
     assert_eq!(reloads(&probity, "rejected").await, 2.0);
     assert_eq!(reloads(&probity, "applied").await, 1.0);
-    assert_eq!(get(&probity.admin_url("/reload")).await.status, 405);
+    assert_eq!(probity.admin_get("/reload").await.status, 405);
 }

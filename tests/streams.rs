@@ -173,9 +173,9 @@ async fn a_malformed_usage_figure_in_a_stream_is_nulled_in_that_event_alone() {
         ),
         None
     );
-    let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    let capture = probity.admin_get(&format!("/captures/{id}")).await;
     assert_eq!(capture.text(), bad, "the verbatim upstream stream");
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(listing["captures"][0]["outcome"], "normalized");
     assert_eq!(
         listing["captures"][0]["pointers"],
@@ -224,13 +224,11 @@ async fn a_broken_event_ends_the_stream_with_an_error_event() {
         );
         assert_eq!(error["error"]["code"], invariant, "{body}");
         assert_eq!(error["error"]["request_id"], id.as_str());
-        let listing = get(&probity.admin_url("/captures")).await.json();
+        let listing = probity.admin_get("/captures").await.json();
         assert_eq!(listing["captures"][0]["outcome"], "rejected");
         assert_eq!(listing["captures"][0]["invariant"], invariant);
         assert_eq!(
-            get(&probity.admin_url(&format!("/captures/{id}")))
-                .await
-                .text(),
+            probity.admin_get(&format!("/captures/{id}")).await.text(),
             upstream_bytes
         );
         let line = probity.request_log(&id).await;
@@ -330,15 +328,13 @@ async fn ollama_lines_are_checked_and_normalized() {
         String::from_utf8(body).unwrap(),
         stream.replace("\"eval_count\":4", "\"eval_count\":null")
     );
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(
         listing["captures"][0]["pointers"],
         serde_json::json!(["/eval_count"])
     );
     assert_eq!(
-        get(&probity.admin_url(&format!("/captures/{id}")))
-            .await
-            .text(),
+        probity.admin_get(&format!("/captures/{id}")).await.text(),
         bad
     );
     let metrics = get(&probity.admin_url("/metrics")).await.text();
@@ -507,7 +503,11 @@ fn mistyped(request: &str) -> Vec<String> {
             changed[key] = serde_json::from_str(wrong).unwrap();
             variants.push(changed.to_string());
         }
-        for inner in value.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+        for inner in value
+            .as_object()
+            .map(|o| o.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
             for wrong in WRONG {
                 let mut changed = root.clone();
                 changed[key][&inner] = serde_json::from_str(wrong).unwrap();
@@ -577,7 +577,12 @@ async fn every_mistyped_request_member_still_has_its_streamed_figures_judged() {
         ),
     ];
     for (dialect, path, request, content_type, stream, nulled) in cases {
-        let upstream = streaming(content_type, vec![stream.as_bytes().to_vec()], Duration::ZERO).await;
+        let upstream = streaming(
+            content_type,
+            vec![stream.as_bytes().to_vec()],
+            Duration::ZERO,
+        )
+        .await;
         let probity = one_route(dialect, &upstream);
         let variants = mistyped(request);
         for variant in std::iter::once(request.to_string()).chain(variants) {

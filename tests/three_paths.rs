@@ -171,7 +171,7 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         }
 
         // The same capture.
-        let listing = get(&probity.admin_url("/captures")).await.json();
+        let listing = probity.admin_get("/captures").await.json();
         let entry = listing["captures"]
             .as_array()
             .unwrap()

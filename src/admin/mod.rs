@@ -1,6 +1,12 @@
 //! The admin listener, on its own port so that metrics and health checks are
 //! never reachable through the proxy port (and never routed upstream).
 //!
+//! `/metrics`, `/healthz`, `/readyz` and the page's shell (`/`, which holds
+//! no data) are open: they are what Prometheus, the kubelet and a browser
+//! need first. Everything that reveals an exchange or changes state needs
+//! the admin token (`[admin] token_env`) as `Authorization: Bearer`; the
+//! page asks for it once and keeps it in the tab's session storage.
+//!
 //! - `GET /`: the admin page (`page.html`): per-route figures and the latest
 //!   captures, one capture's verbatim body beside what the client received;
 //! - `GET /status.json`: what the page shows, refreshed every few seconds;
@@ -25,7 +31,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
-use http::{Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -35,7 +41,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::capture::{Captures, Meta, Query, Stored};
-use crate::route::RouteSummary;
+use crate::error::{Answering, ProxyError, RequestError};
+use crate::inspect::Envelope;
+use crate::route::{AdminRefusal, RouteSummary};
 use crate::telemetry;
 
 /// Reloads the configuration: the routes now in force, or its problems.
@@ -43,6 +51,10 @@ pub(crate) type Reload = Arc<dyn Fn() -> Result<usize, String> + Send + Sync>;
 
 /// The routes in force now (a reload may have changed them).
 pub(crate) type RouteList = Arc<dyn Fn() -> Vec<RouteSummary> + Send + Sync>;
+
+/// Whether a request's headers present the admin token in force now (a
+/// reload may have rotated it); a refusal names its variable.
+pub(crate) type Gate = Arc<dyn Fn(&HeaderMap) -> Result<(), (AdminRefusal, String)> + Send + Sync>;
 
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -56,6 +68,7 @@ pub(crate) async fn serve(
     captures: Arc<Captures>,
     reload: Reload,
     routes: RouteList,
+    gate: Gate,
 ) {
     // Histograms are drained into their buckets by upkeep, not on render.
     let upkeep = metrics.clone();
@@ -73,8 +86,8 @@ pub(crate) async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10));
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(err) => {
                 tracing::warn!(error = %err, "admin accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -87,6 +100,7 @@ pub(crate) async fn serve(
         let reload = reload.clone();
         let started = started.clone();
         let routes = routes.clone();
+        let gate = gate.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let (ready, metrics, captures, reload, started, routes) = (
                 ready.clone(),
@@ -96,7 +110,11 @@ pub(crate) async fn serve(
                 started.clone(),
                 routes.clone(),
             );
+            let permitted = admitted(&request, &gate, peer);
             async move {
+                if let Err(refused) = permitted {
+                    return Ok::<_, Infallible>(refused);
+                }
                 let admin = Admin {
                     ready: &ready,
                     metrics: &metrics,
@@ -117,6 +135,46 @@ pub(crate) async fn serve(
             let _ = http.serve_connection(TokioIo::new(stream), service).await;
         });
     }
+}
+
+/// Whether an endpoint reveals an exchange or changes state: the captures,
+/// the page's data and the reload need the admin token; metrics, health and
+/// the page's shell do not.
+fn guarded(path: &str) -> bool {
+    matches!(path, "/status.json" | "/view.json" | "/reload") || path.starts_with("/captures")
+}
+
+/// `Ok` for an open endpoint or a request with the admin token; else its
+/// 401, in probity's error shape, logged without any token.
+fn admitted(
+    request: &Request<Incoming>,
+    gate: &Gate,
+    peer: std::net::SocketAddr,
+) -> Result<(), Response<Full<Bytes>>> {
+    let path = request.uri().path();
+    if !guarded(path) {
+        return Ok(());
+    }
+    let Err((refusal, variable)) = gate(request.headers()) else {
+        return Ok(());
+    };
+    let request_id = crate::request_id::request_id(request.headers());
+    tracing::info!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        path,
+        peer = %peer.ip(),
+        refusal = refusal.as_str(),
+        "admin request refused"
+    );
+    let err = ProxyError::Request(RequestError::AdminUnauthenticated { refusal, variable });
+    let answering = Answering {
+        route: None,
+        request_id: &request_id,
+        envelope: Envelope::Nested,
+        retry_invalid: false,
+        mid_stream: false,
+    };
+    Err(err.respond(&answering).map(Full::new))
 }
 
 /// What the admin endpoints read.

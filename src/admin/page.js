@@ -10,6 +10,42 @@
   let filter = 'all';
   let latest = [];
   let timer = null;
+  // The admin token, asked once and kept in this tab's session storage
+  // (gone when the tab closes); every data request carries it.
+  const TOKEN_KEY = 'probity-admin-token';
+
+  class Refused extends Error {}
+
+  async function authed(url) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const headers = token ? { authorization: 'Bearer ' + token } : {};
+    const response = await fetch(url, { cache: 'no-store', headers });
+    if (response.status === 401) {
+      let message = 'the admin token is needed';
+      try { message = (await response.json()).error.message; } catch (_) { /* keep the default */ }
+      if (token) sessionStorage.removeItem(TOKEN_KEY);
+      ask(message);
+      throw new Refused(message);
+    }
+    return response;
+  }
+
+  function ask(message) {
+    clearTimeout(timer);
+    $('login-note').textContent = message;
+    $('login').hidden = false;
+    $('token').focus();
+  }
+
+  $('login').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const token = $('token').value.trim();
+    if (!token) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $('token').value = '';
+    $('login').hidden = true;
+    refresh();
+  });
 
   function el(tag, className, ...children) {
     const node = document.createElement(tag);
@@ -111,7 +147,7 @@
   async function refresh() {
     clearTimeout(timer);
     try {
-      const response = await fetch('status.json', { cache: 'no-store' });
+      const response = await authed('status.json');
       if (!response.ok) throw new Error('status.json: ' + response.status);
       const status = await response.json();
       renderProcess(status.probity);
@@ -123,6 +159,11 @@
       note.textContent = status.captures_note || '';
       $('refreshed').textContent = 'updated ' + new Date().toLocaleTimeString('en-GB');
     } catch (err) {
+      if (err instanceof Refused) {
+        $('ready').textContent = 'locked';
+        $('ready').className = 'badge bad';
+        return;
+      }
       $('ready').textContent = 'unreachable';
       $('ready').className = 'badge bad';
       $('refreshed').textContent = String(err && err.message ? err.message : err);
@@ -191,7 +232,7 @@
   function renderDetail(view) {
     const capture = view.capture || {};
     $('detail-id').textContent = capture.request_id;
-    $('detail-raw').href = 'captures/' + encodeURIComponent(capture.request_id);
+    $('detail-raw').dataset.requestId = capture.request_id;
     renderMeta(capture, view);
     const note = $('detail-note');
     note.hidden = !view.note;
@@ -217,7 +258,7 @@
     selected = requestId;
     renderCaptures();
     try {
-      const response = await fetch('view.json?id=' + encodeURIComponent(requestId), { cache: 'no-store' });
+      const response = await authed('view.json?id=' + encodeURIComponent(requestId));
       const view = await response.json();
       if (!response.ok) throw new Error(view.error || String(response.status));
       if (selected !== requestId) return;
@@ -230,6 +271,22 @@
       note.textContent = String(err && err.message ? err.message : err);
     }
   }
+
+  // The raw body needs the token too, so it is fetched, then shown as plain
+  // text in a new tab: whatever its upstream content type, nothing in it runs.
+  $('detail-raw').addEventListener('click', async (event) => {
+    event.preventDefault();
+    const id = event.currentTarget.dataset.requestId;
+    if (!id) return;
+    const tab = window.open('', '_blank');
+    try {
+      const response = await authed('captures/' + encodeURIComponent(id));
+      const blob = new Blob([await response.arrayBuffer()], { type: 'text/plain; charset=utf-8' });
+      if (tab) tab.location = URL.createObjectURL(blob);
+    } catch (err) {
+      if (tab) tab.close();
+    }
+  });
 
   $('live').addEventListener('change', () => { if ($('live').checked) refresh(); else clearTimeout(timer); });
   refresh();

@@ -11,7 +11,9 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::{CaptureConfig, ClientConfig, Config, RouteConfig, ServerConfig, TelemetryConfig};
+use super::{
+    AdminConfig, CaptureConfig, ClientConfig, Config, RouteConfig, ServerConfig, TelemetryConfig,
+};
 
 /// One thing wrong with a configuration, at a key path such as `routes[2].upstream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +57,14 @@ impl fmt::Display for Problems {
 }
 
 /// The top-level tables a file may hold.
-const TOP_LEVEL_KEYS: &[&str] = &["server", "routes", "capture", "clients", "telemetry"];
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "server",
+    "routes",
+    "capture",
+    "clients",
+    "telemetry",
+    "admin",
+];
 
 /// Reads and loads a file; an unreadable file is one problem at the path `file`.
 pub fn load_file(path: &Path, dialects: &[&str]) -> Result<Config, Problems> {
@@ -86,6 +95,7 @@ pub fn load(text: &str, dialects: &[&str]) -> Result<Config, Problems> {
             "telemetry" => {
                 config.telemetry = section::<TelemetryConfig>(value, "telemetry", &mut problems);
             }
+            "admin" => config.admin = section::<AdminConfig>(value, "admin", &mut problems),
             "routes" => config.routes = tables::<RouteConfig>(value, "routes", &mut problems),
             "clients" => config.clients = tables::<ClientConfig>(value, "clients", &mut problems),
             _ => problems.push(Problem::new(

@@ -32,6 +32,27 @@ pub struct Config {
     pub clients: Vec<ClientConfig>,
     /// `[telemetry]`.
     pub telemetry: TelemetryConfig,
+    /// `[admin]`.
+    pub admin: AdminConfig,
+}
+
+/// `[admin]`: who may read what probity keeps (captures, the admin page's
+/// data) or change its state (`POST /reload`) on the admin listener.
+/// `/metrics`, `/healthz` and `/readyz` are open to every caller.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// The environment variable holding the admin token (never the token
+    /// itself); while it is unset, those endpoints are refused to everyone.
+    pub token_env: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            token_env: "PROBITY_ADMIN_TOKEN".into(),
+        }
+    }
 }
 
 /// `[telemetry]`: where spans go. Read at start only (a reload keeps the

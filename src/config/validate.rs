@@ -129,6 +129,27 @@ impl Config {
         validate_clients(&self.clients, &mut problems);
         self.capture.validate(&mut problems);
         self.telemetry.validate(&mut problems);
+        if self.admin.token_env.is_empty() {
+            problems.push(Problem::new(
+                "admin.token_env",
+                "empty: the environment variable holding the admin token, e.g. \
+                 \"PROBITY_ADMIN_TOKEN\" (leave it unset to refuse the admin endpoints \
+                 that read captures or reload)",
+            ));
+        } else if let Some(i) = self
+            .clients
+            .iter()
+            .position(|c| c.token_env == self.admin.token_env)
+        {
+            problems.push(Problem::new(
+                "admin.token_env",
+                format!(
+                    "{} is also the token of clients[{i}]: an app's token must not read \
+                     captures; give the admin its own",
+                    self.admin.token_env
+                ),
+            ));
+        }
         problems
     }
 }

@@ -25,6 +25,131 @@ use crate::inspect::{self, CredentialSpec};
 /// The shortest token accepted: a guessable token is no gate.
 const MIN_TOKEN_CHARS: usize = 16;
 
+/// Why a token read from `var` is no gate, if it is not one.
+fn weakness(var: &str, token: &str) -> Option<String> {
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        Some(format!(
+            "{var} holds fewer than {MIN_TOKEN_CHARS} characters: use a random token \
+             (e.g. `openssl rand -hex 24`)"
+        ))
+    } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        Some(format!(
+            "{var} holds spaces or characters that cannot be sent in a header"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Who may read what probity keeps (captures, the admin page's data) or
+/// change its state (`POST /reload`) on the admin listener: whoever presents
+/// the admin token as `Authorization: Bearer`. Without one configured, no
+/// one may: captures hold model outputs verbatim.
+pub(crate) struct AdminToken {
+    /// `[admin] token_env`, named in refusals.
+    variable: String,
+    token: Option<Box<[u8]>>,
+}
+
+/// Why the admin listener refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AdminRefusal {
+    /// No admin token is configured: nobody may.
+    NotConfigured,
+    /// No `Authorization: Bearer` was sent.
+    Missing,
+    /// A token was sent, and it is not the admin's.
+    Wrong,
+}
+
+impl AdminRefusal {
+    /// For the log line: which refusal, never the token.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AdminRefusal::NotConfigured => "not_configured",
+            AdminRefusal::Missing => "missing",
+            AdminRefusal::Wrong => "wrong",
+        }
+    }
+}
+
+impl AdminToken {
+    /// Reads the token named by `[admin] token_env`: unset leaves the
+    /// endpoints closed; set, it must be a gate of its own (no client's).
+    pub(crate) fn build(
+        config: &crate::config::Config,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, Problem> {
+        let variable = config.admin.token_env.clone();
+        let token = env(&variable).filter(|t| !t.is_empty());
+        if let Some(token) = &token {
+            if let Some(why) = weakness(&variable, token) {
+                return Err(Problem::new("admin.token_env", why));
+            }
+            let shared = config
+                .clients
+                .iter()
+                .position(|c| env(&c.token_env).as_deref() == Some(token.as_str()));
+            if let Some(i) = shared {
+                return Err(Problem::new(
+                    "admin.token_env",
+                    format!(
+                        "{variable} holds the token of clients[{i}]: an app's token must not \
+                         read captures; give the admin its own"
+                    ),
+                ));
+            }
+        }
+        Ok(Self {
+            variable,
+            token: token.map(|t| t.into_bytes().into_boxed_slice()),
+        })
+    }
+
+    /// The variable the token is read from.
+    pub(crate) fn variable(&self) -> &str {
+        &self.variable
+    }
+
+    /// Whether one is configured at all.
+    pub(crate) fn configured(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Whether `headers` present the admin token (compared in constant time).
+    pub(crate) fn permits(&self, headers: &HeaderMap) -> Result<(), AdminRefusal> {
+        let Some(token) = &self.token else {
+            return Err(AdminRefusal::NotConfigured);
+        };
+        let presented: Vec<&[u8]> = headers
+            .get_all(http::header::AUTHORIZATION)
+            .iter()
+            .filter_map(|value| {
+                let value = value.as_bytes();
+                match value.get(..BEARER.len()) {
+                    Some(head) if head.eq_ignore_ascii_case(BEARER) => value.get(BEARER.len()..),
+                    _ => None,
+                }
+            })
+            .collect();
+        if presented.is_empty() {
+            return Err(AdminRefusal::Missing);
+        }
+        let mut found = subtle::Choice::from(0);
+        for candidate in presented {
+            found |= token.ct_eq(candidate);
+        }
+        if bool::from(found) {
+            Ok(())
+        } else {
+            Err(AdminRefusal::Wrong)
+        }
+    }
+}
+
+/// The auth scheme before the admin token (case-insensitive, RFC 9110 §11.1).
+const BEARER: &[u8] = b"Bearer ";
+
 /// The configured clients, with their tokens read from the environment.
 #[derive(Default)]
 pub(crate) struct Clients {
@@ -70,15 +195,8 @@ impl Clients {
                     "{var} is not set: client \"{}\" could never be admitted; set it, or remove the client",
                     config.name
                 ))
-            } else if token.chars().count() < MIN_TOKEN_CHARS {
-                Some(format!(
-                    "{var} holds fewer than {MIN_TOKEN_CHARS} characters: use a random token \
-                     (e.g. `openssl rand -hex 24`)"
-                ))
-            } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
-                Some(format!(
-                    "{var} holds spaces or characters that cannot be sent in a header"
-                ))
+            } else if let Some(why) = weakness(var, &token) {
+                Some(why)
             } else if let Some((first, _)) = seen.iter().find(|(_, t)| *t == token) {
                 Some(format!(
                     "{var} holds the same token as clients[{first}]: each client needs its own"

@@ -10,7 +10,7 @@ mod clients;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use clients::{Clients, Refused};
+pub(crate) use clients::{AdminRefusal, AdminToken, Clients, Refused};
 
 use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
 use crate::forward::{Credential, Limits, Upstream};
@@ -64,6 +64,9 @@ pub struct RouteTable {
     routes: Vec<Arc<Route>>,
     /// `[[clients]]`: who may use these routes.
     pub(crate) clients: Clients,
+    /// `[admin]`: who may read captures or reload on the admin listener
+    /// (read with the clients, so a reload rotates it too).
+    pub(crate) admin: AdminToken,
 }
 
 impl RouteTable {
@@ -85,8 +88,17 @@ impl RouteTable {
             problems.extend(found);
             Clients::default()
         });
-        if !problems.is_empty() {
+        let admin = AdminToken::build(config, &env).map_err(|problem| problems.push(problem));
+        let (false, Ok(admin)) = (!problems.is_empty(), admin) else {
             return Err(Problems(problems));
+        };
+        if !admin.configured() {
+            tracing::info!(
+                variable = admin.variable(),
+                "no admin token: /captures, /status.json, /view.json and POST /reload are \
+                 refused to everyone (set the variable to open them to its holder); /metrics, \
+                 /healthz and /readyz are open"
+            );
         }
         let passing: Vec<&str> = routes
             .iter()
@@ -101,7 +113,11 @@ impl RouteTable {
             );
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        Ok(Self { routes, clients })
+        Ok(Self {
+            routes,
+            clients,
+            admin,
+        })
     }
 
     fn build_one(
@@ -313,12 +329,11 @@ mod tests {
         &crate::inspect::names(),
         )
         .unwrap();
-        let err = RouteTable::build(&config, |_| Some("sk-\nbad".into()))
-            .err()
-            .unwrap();
+        let key = |value: &'static str| move |var: &str| (var == "K").then(|| value.to_string());
+        let err = RouteTable::build(&config, key("sk-\nbad")).err().unwrap();
         assert_eq!(err.0[0].path, "routes[0].api_key_env");
         assert!(err.0[0].message.contains("K holds characters"));
-        assert!(RouteTable::build(&config, |_| Some("sk-good".into())).is_ok());
+        assert!(RouteTable::build(&config, key("sk-good")).is_ok());
         assert!(RouteTable::build(&config, |_| None).is_ok());
     }
 }

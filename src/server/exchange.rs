@@ -36,7 +36,6 @@ use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
 use super::head;
 use super::held::Delivery;
-use super::request_id::request_id;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
@@ -46,6 +45,7 @@ use crate::forward::{
 };
 use crate::inspect::{self, Asked, Contracts, Endpoint, Envelope, Exchange, Verdict};
 use crate::json::Scanner;
+use crate::request_id::request_id;
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 use crate::trace;

@@ -17,7 +17,6 @@ mod head;
 mod held;
 mod memory;
 mod reload;
-mod request_id;
 
 pub(crate) use checked::{CheckedStream, StreamContext};
 pub(crate) use finish::Findings;
@@ -221,6 +220,16 @@ impl Probity {
             let shared = self.shared.clone();
             Arc::new(move || shared.routes.current().summaries())
         };
+        let gate: admin::Gate = {
+            let shared = self.shared.clone();
+            Arc::new(move |headers| {
+                let table = shared.routes.current();
+                let admin = &table.admin;
+                admin
+                    .permits(headers)
+                    .map_err(|refusal| (refusal, admin.variable().to_string()))
+            })
+        };
         tokio::spawn(admin::serve(
             self.admin,
             ready.clone(),
@@ -228,6 +237,7 @@ impl Probity {
             captures,
             reload,
             routes,
+            gate,
         ));
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(
@@ -369,7 +379,7 @@ impl Drop for ConnectionSlot {
 async fn refuse(stream: TcpStream, limit: u64) {
     let service = service_fn(move |request: Request<Incoming>| async move {
         telemetry::overload_rejected(limit);
-        let request_id = request_id::request_id(request.headers());
+        let request_id = crate::request_id::request_id(request.headers());
         // No route is looked up for a refused connection: OpenAI's shape.
         let at = crate::error::Answering {
             route: None,

@@ -2,10 +2,11 @@
 // tests/admin_page.rs. Usage:
 //   node admin_page.mjs <admin page URL> <proxy embeddings URL>
 //        <normalized request id> <hostile request id> <screenshot path>
+//        <admin token>
 // Prints each check; exits non-zero on the first that fails.
 import { chromium } from 'playwright-core';
 
-const [pageUrl, proxyUrl, normalizedId, hostileId, shot] = process.argv.slice(2);
+const [pageUrl, proxyUrl, normalizedId, hostileId, shot, token] = process.argv.slice(2);
 const HOSTILE = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>';
 const WAIT = { timeout: 15000 };
 
@@ -45,6 +46,22 @@ async function run(page) {
   page.on('console', (msg) => { if (msg.type() === 'error') problems.push(msg.text()); });
   await page.goto(pageUrl);
 
+  // Without the admin token the page shows no data and asks for it; a
+  // wrong one is refused and asked again; the right one opens the page.
+  await page.locator('#login').waitFor(WAIT);
+  check('no route or capture is shown without the token',
+    await page.locator('#routes tbody tr').count() === 0
+      && await page.locator('#captures tbody tr').count() === 0);
+  await page.locator('#token').fill('not-the-admin-token-0000');
+  await page.locator('#login button').click();
+  await page.waitForFunction(() => !document.getElementById('login').hidden
+    && document.getElementById('login-note').textContent.includes('not the value of'), null, WAIT);
+  check('a wrong token is refused, and asked again', true);
+  await page.locator('#token').fill(token);
+  await page.locator('#login button').click();
+  // A 401 answer is a console error in Chromium: the checks below count
+  // only what comes after the token was given.
+  problems.length = 0;
   const route = page.locator('#routes tbody tr[data-route="openai"]');
   await route.waitFor(WAIT);
   const cells = await route.locator('td').allTextContents();

@@ -978,8 +978,12 @@ impl<S: Suite> Bench<S> {
         bench
     }
 
+    /// `GET` of an admin endpoint, with the admin token.
     pub async fn get(&self, url: String) -> Result<Got, String> {
-        let request = Request::get(url).body(Full::default()).unwrap();
+        let request = Request::get(url)
+            .header("authorization", format!("Bearer {}", super::ADMIN_TOKEN))
+            .body(Full::default())
+            .unwrap();
         exchange(&self.client, request).await
     }
 
