@@ -168,7 +168,7 @@ async fn a_capture_survives_a_restart_byte_for_byte() {
     assert!(!stored["instance"].as_str().unwrap().is_empty());
 
     let probity = Probity::start(&config);
-    let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    let capture = probity.admin_get(&format!("/captures/{id}")).await;
     assert_eq!(capture.status, 200);
     assert_eq!(
         capture.body,
@@ -177,7 +177,7 @@ async fn a_capture_survives_a_restart_byte_for_byte() {
     );
     assert_eq!(capture.header("probity-upstream-x-upstream"), Some("kept"));
     assert_eq!(capture.header("probity-upstream-status"), Some("200"));
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(capture_ids(&listing), [id]);
 }
 
@@ -222,9 +222,9 @@ async fn the_oldest_captures_are_evicted_by_bytes_and_by_age() {
         "the oldest evicted first; the ancient one by age"
     );
     until_files(&dir.0, ".body", 2).await;
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(capture_ids(&listing), [sent[3].clone(), sent[2].clone()]);
-    let gone = get(&probity.admin_url("/captures/ancient")).await;
+    let gone = probity.admin_get("/captures/ancient").await;
     assert_eq!(gone.status, 404);
 }
 
@@ -257,13 +257,13 @@ async fn a_torn_capture_is_never_listed() {
     let upstream = normalizing_upstream().await;
     let capture = format!("store = \"{}\"\nmax_age = \"3650d\"", dir.store());
     let probity = Probity::start(&with_store(&upstream, "", &capture));
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(capture_ids(&listing), ["whole"]);
     for id in ["lone", "cut", "temp"] {
-        let got = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        let got = probity.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(got.status, 404, "{id}");
     }
-    let whole = get(&probity.admin_url("/captures/whole")).await;
+    let whole = probity.admin_get("/captures/whole").await;
     assert_eq!(whole.text(), "body of whole");
 }
 
@@ -306,7 +306,7 @@ async fn a_hundred_thousand_captures_are_listed_newest_first_quickly() {
     assert_eq!(indexed["captures"], N);
 
     let listed = Instant::now();
-    let page = get(&probity.admin_url("/captures?limit=50")).await.json();
+    let page = probity.admin_get("/captures?limit=50").await.json();
     let first_page = listed.elapsed();
     let got = capture_ids(&page);
     assert_eq!(got.len(), 50);
@@ -319,7 +319,7 @@ async fn a_hundred_thousand_captures_are_listed_newest_first_quickly() {
 
     let listed = Instant::now();
     let url = format!("/captures?limit=50&before={next}&route=openai&outcome=rejected");
-    let filtered = get(&probity.admin_url(&url)).await.json();
+    let filtered = probity.admin_get(&url).await.json();
     let filtered_page = listed.elapsed();
     assert_eq!(capture_ids(&filtered).len(), 50);
     assert!(filtered["captures"]
@@ -421,7 +421,7 @@ async fn a_failing_store_changes_no_answer() {
     );
     assert_eq!(get(&probity.admin_url("/readyz")).await.status, 200);
     // The listing still answers; no failed capture is in it.
-    let listing = get(&probity.admin_url("/captures")).await;
+    let listing = probity.admin_get("/captures").await;
     assert_eq!(listing.status, 200);
     assert!(capture_ids(&listing.json()).len() <= 1);
 }
@@ -469,16 +469,15 @@ async fn a_route_captures_all_or_nothing_as_configured() {
         Some("/usage/prompt_tokens")
     );
     assert_eq!(bad.header("probity-capture"), None);
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(capture_ids(&listing), std::slice::from_ref(&id));
     assert_eq!(listing["captures"][0]["outcome"], "passed");
-    let passed = get(&probity.admin_url("/captures?outcome=passed&route=all"))
+    let passed = probity
+        .admin_get("/captures?outcome=passed&route=all")
         .await
         .json();
     assert_eq!(capture_ids(&passed), [id]);
-    let none = get(&probity.admin_url("/captures?outcome=rejected"))
-        .await
-        .json();
+    let none = probity.admin_get("/captures?outcome=rejected").await.json();
     assert_eq!(capture_ids(&none).len(), 0);
 }
 
@@ -555,13 +554,13 @@ async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart()
     let capture = format!("store = \"{}\"\nmax_age = \"3650d\"", dir.store());
     let config = with_store(&upstream, "", &capture);
     let probity = Probity::start(&config);
-    let got = get(&probity.admin_url("/captures/reused")).await;
+    let got = probity.admin_get("/captures/reused").await;
     assert_eq!(got.text(), "the newer body");
     assert!(
         !older.join("reused.json").exists(),
         "the older capture stays"
     );
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(capture_ids(&listing), ["reused"]);
 
     // Reused once more, now: the newest capture is this one, here and
@@ -588,14 +587,14 @@ async fn a_reused_request_id_is_its_newest_capture_after_a_write_and_a_restart()
     })
     .await;
     let expected = embeddings_body(r#""4""#);
-    let got = get(&probity.admin_url("/captures/reused")).await;
+    let got = probity.admin_get("/captures/reused").await;
     assert_eq!(got.text(), expected);
     drop(probity);
 
     let probity = Probity::start(&config);
-    let got = get(&probity.admin_url("/captures/reused")).await;
+    let got = probity.admin_get("/captures/reused").await;
     assert_eq!(got.text(), expected);
-    let listing = get(&probity.admin_url("/captures")).await.json();
+    let listing = probity.admin_get("/captures").await.json();
     assert_eq!(capture_ids(&listing), ["reused"]);
 }
 
@@ -643,12 +642,12 @@ async fn a_chunked_exchange_keeps_one_body_per_chunk_across_a_restart() {
     assert_eq!(chunks[1]["status"], 200);
 
     let probity = Probity::start(&config);
-    let whole = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+    let whole = probity.admin_get(&format!("/captures/{id}")).await;
     assert_eq!(whole.header("probity-capture-shape"), Some("chunks"));
     let listed = whole.json()["chunks"].as_array().unwrap().clone();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0]["headers"]["x-chunk"], "a");
-    let second = get(&probity.admin_url(&format!("/captures/{id}/chunks/1"))).await;
+    let second = probity.admin_get(&format!("/captures/{id}/chunks/1")).await;
     assert_eq!(second.status, 200);
     let on_disk = std::fs::read(json[0].with_file_name(format!("{id}.chunk-1.body"))).unwrap();
     assert_eq!(second.body, on_disk, "byte-identical");
@@ -659,6 +658,57 @@ async fn a_chunked_exchange_keeps_one_body_per_chunk_across_a_restart() {
     );
     assert_eq!(second.header("probity-upstream-x-chunk"), Some("b"));
     assert_eq!(second.header("probity-upstream-status"), Some("200"));
-    let none = get(&probity.admin_url(&format!("/captures/{id}/chunks/2"))).await;
+    let none = probity.admin_get(&format!("/captures/{id}/chunks/2")).await;
     assert_eq!(none.status, 404);
+}
+
+/// Every mode under `dir`, the folder itself included: (path, mode & 0o777).
+fn modes(dir: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = vec![(
+        dir.to_path_buf(),
+        std::fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+    )];
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(modes(&path));
+        } else {
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            out.push((path, mode));
+        }
+    }
+    out
+}
+
+/// Captures hold model outputs verbatim: readable by probity's user alone,
+/// files 0600 and folders 0700, whatever umask it was started with (0 gives
+/// every file 0666 by default), and a store folder made wider before is
+/// narrowed at start.
+#[tokio::test]
+async fn captures_at_rest_are_readable_by_probitys_user_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    std::fs::create_dir_all(&dir.0).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let upstream = normalizing_upstream().await;
+    let config = with_store(&upstream, "", &format!("store = \"{}\"", dir.store()));
+    for mask in [0o000, 0o022] {
+        let probity = Probity::start_with_umask(&config, mask);
+        let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        assert!(got.header("probity-capture").is_some());
+        let id = got.header("x-request-id").unwrap().to_string();
+        until_files(&dir.0, &format!("{id}.json"), 1).await;
+        let found = modes(&dir.0);
+        assert!(found.len() >= 4, "{found:?}");
+        for (path, mode) in &found {
+            let want = if path.is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(
+                *mode,
+                want,
+                "umask {mask:o}: {} is {mode:o}",
+                path.display()
+            );
+        }
+    }
 }

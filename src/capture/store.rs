@@ -54,6 +54,34 @@ pub(crate) struct Store {
     bucket: bool,
 }
 
+/// Captures hold model outputs verbatim: every file and folder probity
+/// creates from now on is its user's alone (files 0600, folders 0700),
+/// whatever umask it was started with. `object_store` creates the files,
+/// so the mask is the one place to say so; probity writes nothing else.
+fn owner_only() {
+    // SAFETY: `umask` only sets the process's file mode creation mask.
+    #[cfg(unix)]
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
+/// The store's own folder, made owner-only if it was there before (a
+/// folder created by an older probity, or by hand with a wider mode).
+fn restrict(dir: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir).map(|m| m.permissions().mode() & 0o777);
+        if mode.is_ok_and(|mode| mode & 0o077 != 0) {
+            let owner_only = std::fs::Permissions::from_mode(0o700);
+            if let Err(err) = std::fs::set_permissions(dir, owner_only) {
+                tracing::warn!(error = %err, store = %dir.display(), "the capture store's folder is readable by others, and could not be made owner-only");
+            }
+        }
+    }
+}
+
 impl Store {
     /// Opens the configured store. A directory that cannot be created now
     /// is not fatal: its writes fail, are counted, and start to succeed
@@ -64,9 +92,11 @@ impl Store {
             Location::Bucket(url) => return Self::bucket(url),
             Location::Dir(dir) => dir,
         };
+        owner_only();
         if let Err(err) = std::fs::create_dir_all(dir) {
             tracing::warn!(error = %err, store = %dir.display(), "capture store not writable: captures will be dropped until it is");
         }
+        restrict(dir);
         let absolute = std::fs::canonicalize(dir)
             .or_else(|_| std::path::absolute(dir))
             .map_err(|source| OpenError {

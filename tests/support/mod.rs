@@ -82,6 +82,10 @@ pub fn fixture(name: &str) -> Vec<u8> {
 
 // ---------------------------------------------------------------- probity
 
+/// The admin token every test probity is started with (`PROBITY_ADMIN_TOKEN`,
+/// the default `[admin] token_env`): captures and reloads need it.
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
+
 /// The `probity` binary, running on a test configuration.
 pub struct Probity {
     child: Child,
@@ -133,6 +137,33 @@ impl Probity {
         env: &[(&str, &str)],
         owned: std::path::PathBuf,
     ) -> Self {
+        Self::launch_masked(args, env, owned, None)
+    }
+
+    /// As [`Probity::start`], the process started with this umask.
+    pub fn start_with_umask(config: &str, mask: u32) -> Self {
+        let config_path = temp_path(".toml");
+        std::fs::write(&config_path, config).unwrap();
+        let arg = config_path.clone().into_os_string();
+        Self::launch_masked(
+            &[std::ffi::OsStr::new("--config"), &arg],
+            &[],
+            config_path,
+            Some(mask),
+        )
+    }
+
+    /// The working directory, where a relative capture store is.
+    pub fn workdir(&self) -> &std::path::Path {
+        &self.workdir
+    }
+
+    fn launch_masked(
+        args: &[&std::ffi::OsStr],
+        env: &[(&str, &str)],
+        owned: std::path::PathBuf,
+        mask: Option<u32>,
+    ) -> Self {
         let config_path = owned;
         // Each process its own working directory: the default capture store
         // (`probity-captures/` there) is never shared nor left in the repo.
@@ -144,6 +175,7 @@ impl Probity {
             .args(args)
             .env("PROBITY_LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
+            .env("PROBITY_ADMIN_TOKEN", ADMIN_TOKEN)
             .env_remove("PROBITY_CONFIG")
             .env_remove("PROBITY_LISTEN")
             .env_remove("PROBITY_ADMIN_LISTEN")
@@ -154,6 +186,16 @@ impl Probity {
             .stderr(Stdio::piped());
         for (key, value) in env {
             command.env(key, value);
+        }
+        if let Some(mask) = mask {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec, `umask` is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    libc::umask(mask as libc::mode_t);
+                    Ok(())
+                });
+            }
         }
         let mut child = command.spawn().expect("spawn probity");
         // Read stderr too, so a burst of output (panic backtraces) never
@@ -234,6 +276,28 @@ impl Probity {
 
     pub fn admin_url(&self, path: &str) -> String {
         format!("http://{}{path}", self.admin)
+    }
+
+    /// `GET` of an admin endpoint, with the admin token.
+    pub async fn admin_get(&self, path: &str) -> Got {
+        send(
+            Request::get(self.admin_url(path))
+                .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+                .body(Full::default())
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// `POST` to an admin endpoint, with the admin token.
+    pub async fn admin_post(&self, path: &str, body: impl Into<Bytes>) -> Got {
+        send(
+            Request::post(self.admin_url(path))
+                .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+                .body(Full::new(body.into()))
+                .unwrap(),
+        )
+        .await
     }
 
     /// Every log line so far, parsed.
