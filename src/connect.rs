@@ -101,7 +101,9 @@ pub(crate) enum ProxyProblem {
 
 /// Checks the proxy variables the way the matcher will read them, through
 /// `var` (the environment).
-pub(crate) fn proxies(var: impl Fn(&str) -> Option<String>) -> Result<Option<Proxies>, ProxyProblem> {
+pub(crate) fn proxies(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Proxies>, ProxyProblem> {
     // Under CGI the matcher ignores them all (`HTTP_PROXY` may then be a
     // request's `Proxy:` header): so does this.
     if var("REQUEST_METHOD").is_some() {
@@ -125,7 +127,9 @@ pub(crate) fn proxies(var: impl Fn(&str) -> Option<String>) -> Result<Option<Pro
     if https.is_none() && http.is_none() {
         return Ok(None);
     }
-    let no_proxy = var("NO_PROXY").or_else(|| var("no_proxy")).unwrap_or_default();
+    let no_proxy = var("NO_PROXY")
+        .or_else(|| var("no_proxy"))
+        .unwrap_or_default();
     Ok(Some(Proxies {
         https,
         http,
@@ -140,9 +144,7 @@ fn shown(variable: &'static str, value: &str) -> Result<String, ProxyProblem> {
         .trim()
         .parse()
         .map_err(|_| ProxyProblem::NotUrl { variable })?;
-    let authority = uri
-        .authority()
-        .ok_or(ProxyProblem::NotUrl { variable })?;
+    let authority = uri.authority().ok_or(ProxyProblem::NotUrl { variable })?;
     // The matcher takes a bare `host:port` as http://.
     let scheme = uri.scheme_str().unwrap_or("http");
     if scheme != "http" {
@@ -261,8 +263,8 @@ impl Service<Uri> for Egress {
                 Ok(Ok(stream)) => Ok(TokioIo::new(stream)),
                 Ok(Err(what)) => Err(failed(what)),
                 Err(_) => Err(failed(format!(
-                    "did not open a tunnel to {authority} within {} ms (the route's \
-                     connect_timeout_ms): check the proxy, or list {host} in NO_PROXY",
+                    "did not open a tunnel to {authority} within the connect timeout \
+                     ({} ms): check the proxy, or list {host} in NO_PROXY",
                     timeout.as_millis()
                 ))),
             }
@@ -274,11 +276,13 @@ impl Service<Uri> for Egress {
 /// when the URI leaves it implicit) and its host, for the NO_PROXY advice.
 fn target(dst: &Uri) -> Option<(String, String)> {
     let host = dst.host()?;
-    let port = dst.port_u16().unwrap_or(if dst.scheme() == Some(&Scheme::HTTP) {
-        80
-    } else {
-        443
-    });
+    let port = dst
+        .port_u16()
+        .unwrap_or(if dst.scheme() == Some(&Scheme::HTTP) {
+            80
+        } else {
+            443
+        });
     Some((format!("{host}:{port}"), host.to_string()))
 }
 
@@ -306,9 +310,9 @@ impl Refusal {
                 "refused a tunnel (CONNECT) to {authority} with {code} {reason}: check that the \
                  proxy allows CONNECT to this host and port, or list {host} in NO_PROXY"
             ),
-            Refusal::Broken(why) => format!(
-                "broke off the tunnel to {authority} ({why}): check the proxy's logs"
-            ),
+            Refusal::Broken(why) => {
+                format!("broke off the tunnel to {authority} ({why}): check the proxy's logs")
+            }
         }
     }
 }

@@ -216,7 +216,11 @@ async fn an_http_upstream_is_reached_through_one_tunnel_per_connection() {
     let start = probity
         .logs()
         .into_iter()
-        .find(|line| line["message"].as_str().is_some_and(|m| m.contains("egress proxy")))
+        .find(|line| {
+            line["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("egress proxy"))
+        })
         .expect("the egress proxy is said at start");
     assert_eq!(start["http_proxy"], proxy.url());
     assert_eq!(start["https_proxy"], "-");
@@ -318,7 +322,10 @@ async fn proxy_credentials_reach_the_proxy_and_nothing_else() {
         assert!(!text.contains(PASSWORD), "the proxy's password is shown");
         assert!(!text.contains(encoded), "the proxy's credentials are shown");
     }
-    assert!(probity.log_text().contains(&proxy.url()), "the proxy is named");
+    assert!(
+        probity.log_text().contains(&proxy.url()),
+        "the proxy is named"
+    );
 }
 
 /// A proxy that refuses the tunnel (407, 403) or cannot be reached is one
@@ -336,17 +343,25 @@ async fn a_proxy_refusing_the_tunnel_is_one_typed_error_naming_the_remedy() {
     let error = got.error(502, "upstream_unreachable");
     let message = error["message"].as_str().unwrap();
     assert!(message.contains(&asking.url()), "{message}");
-    assert!(message.contains("407") && message.contains("user:password"), "{message}");
+    assert!(
+        message.contains("407") && message.contains("user:password"),
+        "{message}"
+    );
     assert!(!got.text().contains(PASSWORD), "{message}");
     assert!(!probity.log_text().contains(PASSWORD));
     assert_eq!(asking.tunnels().len(), 1);
 
     let forbidding = ConnectProxy::start(Policy::Forbid).await;
     let probity = Probity::start_with_env(&config, &[("HTTP_PROXY", &forbidding.url())]);
-    let error = embeddings(&probity).await.error(502, "upstream_unreachable");
+    let error = embeddings(&probity)
+        .await
+        .error(502, "upstream_unreachable");
     let message = error["message"].as_str().unwrap();
     assert!(message.contains(&forbidding.url()), "{message}");
-    assert!(message.contains("allows CONNECT") && message.contains("NO_PROXY"), "{message}");
+    assert!(
+        message.contains("allows CONNECT") && message.contains("NO_PROXY"),
+        "{message}"
+    );
     assert!(message.contains(&upstream.addr.to_string()), "{message}");
 
     let gone = format!("http://probity:{PASSWORD}@127.0.0.1:{}", closed_port());
@@ -358,9 +373,51 @@ async fn a_proxy_refusing_the_tunnel_is_one_typed_error_naming_the_remedy() {
     assert!(message.contains("Connection refused"), "{message}");
     assert!(!got.text().contains(PASSWORD), "{message}");
 
-    assert!(upstream.requests().is_empty());
     let sample = r#"probity_upstream_errors_total{kind="unreachable",route="openai"}"#;
     assert_eq!(probity.metric(sample).await, Some(1.0));
+
+    // A proxy that takes the connection and never answers the CONNECT is
+    // given the route's connect timeout, not the whole request's.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let quick = support::config(
+        "",
+        &route(
+            "openai",
+            "/openai",
+            &upstream.url(),
+            "openai",
+            "connect_timeout_ms = 300",
+        ),
+    );
+    let probity =
+        Probity::start_with_env(&quick, &[("HTTP_PROXY", &format!("http://{silent_addr}"))]);
+    let started = std::time::Instant::now();
+    let error = embeddings(&probity)
+        .await
+        .error(502, "upstream_unreachable");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("http://{silent_addr}")),
+        "{message}"
+    );
+    assert!(
+        message.contains("did not open a tunnel") && message.contains("300 ms"),
+        "{message}"
+    );
+
+    assert!(upstream.requests().is_empty());
 }
 
 /// A proxy variable probity cannot use stops the start, naming the
@@ -375,14 +432,20 @@ fn an_unusable_proxy_variable_stops_the_start() {
         command.env_remove(key);
     }
     let out = command
-        .env("HTTPS_PROXY", format!("socks5://probity:{PASSWORD}@127.0.0.1:1080"))
+        .env(
+            "HTTPS_PROXY",
+            format!("socks5://probity:{PASSWORD}@127.0.0.1:1080"),
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap();
     let _ = std::fs::remove_file(&config_path);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("HTTPS_PROXY") && stderr.contains("socks5"), "{stderr}");
+    assert!(
+        stderr.contains("HTTPS_PROXY") && stderr.contains("socks5"),
+        "{stderr}"
+    );
     assert!(!stderr.contains(PASSWORD), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(PASSWORD));
 }
@@ -513,7 +576,11 @@ mod bucket {
         if !has("openssl", &["version"]) {
             missing.push("openssl");
         }
-        if !can_run("egress", &missing, "python3 -m pip install 'moto[server]'; apt-get install openssl") {
+        if !can_run(
+            "egress",
+            &missing,
+            "python3 -m pip install 'moto[server]'; apt-get install openssl",
+        ) {
             return None;
         }
         let dir = temp_path("-tls");
@@ -521,7 +588,14 @@ mod bucket {
         private_ca(&dir);
         let port = closed_port();
         let child = Command::new("python3")
-            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
             .arg("-c")
             .arg(dir.join("cert.pem"))
             .arg("-k")
