@@ -97,8 +97,6 @@ mod transport {
 
     use http::uri::Scheme;
     use http_body_util::BodyExt;
-    use hyper_rustls::HttpsConnector;
-    use hyper_util::client::legacy::connect::HttpConnector as Connect;
     use hyper_util::client::legacy::Client;
     use hyper_util::rt::{TokioExecutor, TokioTimer};
     use object_store::client::{
@@ -131,7 +129,7 @@ mod transport {
 
     #[derive(Debug)]
     struct Service {
-        client: Client<HttpsConnector<Connect>, HttpRequestBody>,
+        client: Client<crate::connect::Connector, HttpRequestBody>,
         /// Whether `http://` is allowed: a local endpoint the operator named.
         allow_http: bool,
     }

@@ -22,8 +22,6 @@ use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, ACCEPT_ENCODING,
 use http::header::{CONTENT_TYPE, EXPECT, HOST};
 use http::{request, response, HeaderMap, Request, Uri, Version};
 use http_body_util::BodyExt;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
@@ -73,7 +71,7 @@ impl ForwardError {
     }
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+type HttpClient = Client<crate::connect::Connector, UpstreamBody>;
 
 /// How long and how much an upstream exchange may take.
 #[derive(Debug, Clone, Copy)]

@@ -83,6 +83,9 @@ pub enum StartError {
     /// The span exporter could not be built (`[telemetry]`, `OTEL_*`).
     #[error("{0}")]
     Telemetry(String),
+    /// A proxy variable (`HTTPS_PROXY`, ...) names no usable proxy.
+    #[error("{0}")]
+    Egress(String),
 }
 
 /// A bound, not yet serving, proxy.
@@ -116,6 +119,18 @@ impl Probity {
         source: Source,
     ) -> Result<Self, StartError> {
         let server = &config.server;
+        // Before anything connects out: a proxy probity cannot use must
+        // stop it, not let it go direct where only the proxy gets out.
+        let egress = crate::connect::proxies(|var| std::env::var(var).ok())
+            .map_err(|problem| StartError::Egress(problem.to_string()))?;
+        if let Some(proxies) = egress {
+            tracing::info!(
+                https_proxy = proxies.https.as_deref().unwrap_or("-"),
+                http_proxy = proxies.http.as_deref().unwrap_or("-"),
+                no_proxy = %proxies.no_proxy,
+                "outbound connections go through the egress proxy (CONNECT), except to NO_PROXY"
+            );
+        }
         descriptors::raise_for(server.max_connections);
         let bind = |key: &'static str, addr: &str| {
             let addr = addr.to_string();

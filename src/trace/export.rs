@@ -12,7 +12,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use opentelemetry::KeyValue;
@@ -199,7 +198,7 @@ fn export_failed(reason: &'static str, count: u64, why: &str) {
 /// web PKI roots for an `https://` collector (Langfuse, Grafana Cloud).
 #[derive(Debug, Clone)]
 struct Collector {
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<crate::connect::Connector, Full<Bytes>>,
     timeout: Duration,
 }
 

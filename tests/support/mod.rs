@@ -94,8 +94,22 @@ pub struct Probity {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
     config_path: std::path::PathBuf,
 }
+
+/// The egress proxy variables: cleared for every probity a test starts, so
+/// a developer's own proxy never carries the tests' loopback traffic.
+pub const PROXY_VARIABLES: [&str; 8] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
 
 /// A config file path unique to this test process and call.
 pub fn temp_path(suffix: &str) -> std::path::PathBuf {
@@ -184,6 +198,9 @@ impl Probity {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        for key in PROXY_VARIABLES {
+            command.env_remove(key);
+        }
         for (key, value) in env {
             command.env(key, value);
         }
@@ -242,6 +259,7 @@ impl Probity {
             addr,
             admin,
             logs,
+            stderr: stderr_lines,
             config_path,
         }
     }
@@ -308,6 +326,11 @@ impl Probity {
             .iter()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
             .collect()
+    }
+
+    /// Everything it wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
     }
 
     /// The raw log text, for checks that something never appears.
