@@ -579,11 +579,17 @@ async fn slow_readers_from_one_address_spend_only_their_own_share() {
         "{message}"
     );
     assert_eq!(refused.header("retry-after"), Some("1"));
+    // With no trusted hops, a forged X-Forwarded-For changes nothing.
+    let forged = [("x-forwarded-for", "203.0.113.9")];
+    assert_eq!(
+        post_from("127.0.0.1", &small_url, &forged).await.status,
+        503
+    );
     assert_eq!(
         probity
             .metric("probity_overload_rejections_total{limit=\"max_held_share\"}")
             .await,
-        Some(2.0)
+        Some(3.0)
     );
 
     // Another address is served, whole answers included, byte for byte.
@@ -692,4 +698,35 @@ async fn a_client_token_has_its_own_share() {
     .await;
     assert_eq!(served.status, 200);
     assert_eq!(served.body.as_ref(), big);
+}
+
+/// Behind a trusted proxy every client has the proxy's address: the share is
+/// then keyed by the X-Forwarded-For entry the trusted hop added.
+#[tokio::test]
+async fn behind_trusted_hops_a_share_is_the_forwarded_address() {
+    let big = big_embedding();
+    let b = big.len() as u64;
+    let large = Upstream::json(big).await;
+    let probity = Probity::start(&config(
+        &format!(
+            "max_held_response_bytes = {}\nmax_held_share = 0.4\ntrusted_hops = 1",
+            b * 9 / 2
+        ),
+        &route("large", "/large", &large.url(), "openai", ""),
+    ));
+    let (addr, path) = (probity.addr, "/large/v1/embeddings");
+    let one = "X-Forwarded-For: 203.0.113.9, 198.51.100.7\r\n";
+    let (_r1, first) = slow_reader("127.0.0.1", addr, path, one).await;
+    let (_r2, second) = slow_reader("127.0.0.1", addr, path, one).await;
+    assert_eq!((first, second), (200, 200));
+    let url = probity.url(path);
+    let refused = post_from("127.0.0.1", &url, &[("x-forwarded-for", "198.51.100.7")]).await;
+    let message = refused.error(503, "overloaded")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("address 198.51.100.7 holds"), "{message}");
+    // Another client behind the same proxy is served.
+    let other = post_from("127.0.0.1", &url, &[("x-forwarded-for", "198.51.100.8")]).await;
+    assert_eq!(other.status, 200);
 }
