@@ -42,7 +42,7 @@ pub(crate) enum RequestError {
     Saturated { held: u64, limit: u64 },
     /// One client holds its whole share of that budget: only it is refused.
     #[error(
-        "{holder} holds {held} bytes of answers it is still reading: its own share of the \
+        "{holder} holds {held} bytes of answers it is still reading or awaiting: its own share of the \
          held answers' budget is spent (server.max_held_share: {fraction} of \
          server.max_held_response_bytes {limit} = {share} bytes); other clients are still served"
     )]

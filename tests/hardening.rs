@@ -730,3 +730,32 @@ async fn behind_trusted_hops_a_share_is_the_forwarded_address() {
     let other = post_from("127.0.0.1", &url, &[("x-forwarded-for", "198.51.100.8")]).await;
     assert_eq!(other.status, 200);
 }
+
+/// A crowd sent at once is admitted before any of its answers is held: each
+/// admitted request counts what its route's last answer weighed, so the
+/// share still stops the crowd (two of eight: 1.8 answers of share).
+#[tokio::test]
+async fn a_crowd_sent_at_once_is_counted_before_its_answers_come() {
+    let big = big_embedding();
+    let b = big.len() as u64;
+    let large = Upstream::json(big).await;
+    let probity = Probity::start(&config(
+        &format!(
+            "max_held_response_bytes = {}\nmax_held_share = 0.4",
+            b * 9 / 2
+        ),
+        &route("large", "/large", &large.url(), "openai", ""),
+    ));
+    let (addr, path) = (probity.addr, "/large/v1/embeddings");
+    // One answer read whole: the route's answers are now known to be big.
+    assert_eq!(
+        post_from("127.0.0.9", &probity.url(path), &[]).await.status,
+        200
+    );
+    let crowd = (0..8).map(|_| slow_reader("127.0.0.5", addr, path, ""));
+    let answered = futures_util::future::join_all(crowd).await;
+    let mut statuses: Vec<u16> = answered.iter().map(|(_, status)| *status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 503, 503, 503, 503, 503, 503]);
+    assert_eq!(large.requests().len(), 3);
+}

@@ -35,7 +35,7 @@ use super::checked::{CheckedStream, StreamContext};
 use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
 use super::head;
-use super::held::{Delivery, Holder};
+use super::held::{Delivery, Holder, Reserved};
 use super::request_id::request_id;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
@@ -82,7 +82,15 @@ pub(super) async fn handle(
         retry_invalid: false,
         span: (shared.tracer.as_ref()).and_then(|t| t.request(request.headers(), request.method())),
     };
-    let outcome = CatchPanic::new(exchange(&shared, request, address, &mut record)).await;
+    let mut reserved = None;
+    let outcome = CatchPanic::new(exchange(
+        &shared,
+        request,
+        address,
+        &mut reserved,
+        &mut record,
+    ))
+    .await;
     let response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(err)) => error_response(&err, &record),
@@ -96,6 +104,9 @@ pub(super) async fn handle(
     let share = match response.body() {
         Payload::Whole(Some(bytes)) => {
             let holder = Holder::of(record.client.as_deref(), address);
+            if let Some(reserved) = &reserved {
+                reserved.answered(bytes.len() as u64);
+            }
             Some(
                 shared
                     .held
@@ -104,15 +115,19 @@ pub(super) async fn handle(
         }
         _ => None,
     };
+    // Given back only now that the answer itself is counted.
+    drop(reserved);
     Ok(response.map(|payload| ResponseBody::new(payload, record, share)))
 }
 
 /// The request filter, then the phases after it; `address` is the client's
-/// (`head::client_address`).
+/// (`head::client_address`), and an inspected request's guess at its answer
+/// is left in `reserved`.
 async fn exchange(
     shared: &Shared,
     request: Request<Incoming>,
     address: Option<std::net::IpAddr>,
+    reserved: &mut Option<Reserved>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (mut parts, body) = request.into_parts();
@@ -157,9 +172,8 @@ async fn exchange(
     let Some(endpoint) = endpoint else {
         return passthrough(route, &parts, matched.rest, body, record).await;
     };
-    shared
-        .held
-        .admit(&Holder::of(record.client.as_deref(), address))?;
+    let holder = Holder::of(record.client.as_deref(), address);
+    *reserved = Some(shared.held.admit(&holder, &route.name)?);
     let body = read_body(body, &parts.headers, shared).await?;
     if let Some(span) = &record.span {
         span.requested(endpoint.operation, &body, &path);

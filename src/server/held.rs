@@ -15,6 +15,12 @@
 //! `server.max_held_share` of it. Past its share only that holder is
 //! refused; the others are admitted as long as the budget allows.
 //!
+//! An answer's size is known only once it has come, and a crowd of
+//! requests sent at once is admitted before any of them is held: each
+//! admitted request therefore [`Reserved`] what its route's last whole
+//! answer weighed, against its holder's share and the budget, until its
+//! own answer replaces the guess.
+//!
 //! A held answer must also be taken within `server.send_timeout_ms`: a
 //! reader slower than that would hold its share (and with a crowd of them,
 //! the whole budget) for as long as it likes. hyper stops polling a body
@@ -47,6 +53,9 @@ pub(crate) struct Held {
     share: u64,
     /// `server.max_held_share`, as configured (for the refusal's message).
     fraction: f64,
+    /// Each route's last whole answer, in bytes: what a request on it is
+    /// expected to hold (bounded by the routes configured).
+    expected: Mutex<HashMap<Arc<str>, u64>>,
     /// `server.send_timeout_ms`.
     send_timeout: Duration,
     /// What deadlines are counted from.
@@ -60,6 +69,15 @@ pub(crate) struct HeldShare {
     holder: Holder,
     bytes: u64,
     clock: Option<(Arc<Delivery>, u64)>,
+}
+
+/// An admitted request's guess at its answer, counted until it is
+/// answered (or dropped: its client gone, a panic).
+pub(crate) struct Reserved {
+    held: Arc<Held>,
+    holder: Holder,
+    route: Arc<str>,
+    bytes: u64,
 }
 
 /// Who an answer is held for: the admitted client, when `[[clients]]` are
@@ -125,6 +143,7 @@ impl Held {
             holders: Mutex::default(),
             share: share_of(limit, fraction),
             fraction,
+            expected: Mutex::default(),
             send_timeout,
             epoch: Instant::now(),
         })
@@ -134,7 +153,11 @@ impl Held {
     /// budget, is spent. The share is checked first: a holder past it is
     /// told it is its own doing, whatever the others hold (unless its share
     /// is the whole budget: then the budget is what is spent).
-    pub(crate) fn admit(&self, holder: &Holder) -> Result<(), RequestError> {
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        holder: &Holder,
+        route: &str,
+    ) -> Result<Reserved, RequestError> {
         let own = self.holders().get(holder).copied().unwrap_or(0);
         if own >= self.share && self.share < self.limit {
             telemetry::held_share_spent(self.share);
@@ -154,7 +177,35 @@ impl Held {
                 limit: self.limit,
             });
         }
-        Ok(())
+        let bytes = (self.expected.lock().unwrap_or_else(PoisonError::into_inner))
+            .get(route)
+            .copied()
+            .unwrap_or(0);
+        self.add(holder, bytes);
+        Ok(Reserved {
+            held: self.clone(),
+            holder: holder.clone(),
+            route: route.into(),
+            bytes,
+        })
+    }
+
+    /// Counts `bytes` more for `holder` and the budget.
+    fn add(&self, holder: &Holder, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        *self.holders().entry(holder.clone()).or_insert(0) += bytes;
+    }
+
+    /// Counts `bytes` less; a holder left with nothing is forgotten.
+    fn remove(&self, holder: &Holder, bytes: u64) {
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        let mut holders = self.holders();
+        if let Some(own) = holders.get_mut(holder) {
+            *own = own.saturating_sub(bytes);
+            if *own == 0 {
+                holders.remove(holder);
+            }
+        }
     }
 
     /// Counts an answer about to be sent whole, and starts its
@@ -165,8 +216,7 @@ impl Held {
         holder: Holder,
         delivery: Option<&Arc<Delivery>>,
     ) -> HeldShare {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        *self.holders().entry(holder.clone()).or_insert(0) += bytes;
+        self.add(&holder, bytes);
         let clock = delivery.map(|delivery| {
             let due = self.epoch.elapsed() + self.send_timeout;
             let due = u64::try_from(due.as_millis()).unwrap_or(u64::MAX).max(1);
@@ -216,15 +266,7 @@ impl Held {
 
 impl Drop for HeldShare {
     fn drop(&mut self) {
-        self.held.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
-        let mut holders = self.held.holders();
-        if let Some(own) = holders.get_mut(&self.holder) {
-            *own = own.saturating_sub(self.bytes);
-            if *own == 0 {
-                holders.remove(&self.holder);
-            }
-        }
-        drop(holders);
+        self.held.remove(&self.holder, self.bytes);
         if let Some((delivery, due)) = &self.clock {
             let _ =
                 delivery
@@ -234,15 +276,29 @@ impl Drop for HeldShare {
     }
 }
 
+impl Reserved {
+    /// The answer came whole: it is what the route's next requests expect
+    /// (the guess is given back when `self` is dropped, once the answer
+    /// itself is counted).
+    pub(crate) fn answered(&self, bytes: u64) {
+        let mut expected = self
+            .held
+            .expected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        expected.insert(self.route.clone(), bytes);
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.held.remove(&self.holder, self.bytes);
+    }
+}
+
 /// `fraction` of `limit`, in bytes: at least 1, at most `limit`.
 fn share_of(limit: u64, fraction: f64) -> u64 {
     // Exact for any budget below 2^53 bytes (8 PiB); `as` saturates.
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss,
-        reason = "a fraction of a byte count, rounded up and clamped"
-    )]
     let bytes = (limit as f64 * fraction).ceil() as u64;
     bytes.clamp(1, limit.max(1))
 }
