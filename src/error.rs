@@ -40,6 +40,19 @@ pub(crate) enum RequestError {
          (server.max_held_response_bytes: {limit})"
     )]
     Saturated { held: u64, limit: u64 },
+    /// One client holds its whole share of that budget: only it is refused.
+    #[error(
+        "{holder} holds {held} bytes of answers it is still reading or awaiting: its own share of the \
+         held answers' budget is spent (server.max_held_share: {fraction} of \
+         server.max_held_response_bytes {limit} = {share} bytes); other clients are still served"
+    )]
+    ShareSpent {
+        holder: String,
+        held: u64,
+        share: u64,
+        fraction: f64,
+        limit: u64,
+    },
     #[error("the request body did not arrive within server.body_read_timeout_ms ({after_ms} ms)")]
     BodyTimeout { after_ms: u64 },
     /// A protocol upgrade (WebSocket): probity checks HTTP exchanges only.
@@ -147,6 +160,10 @@ impl RequestError {
                     }
                 }
             }
+            err @ RequestError::ShareSpent { .. } => format!(
+                "{err}; nothing was forwarded: read the answers already sent to this client \
+                 and retry after {RETRY_AFTER_SECONDS} s, or raise server.max_held_share"
+            ),
             err @ RequestError::Unauthenticated { header, prefix } => format!(
                 "{err}: nothing was forwarded; send the token probity holds for this app (its \
                  [[clients]] token_env) as `{header}: {prefix}<token>`, where the provider's \
@@ -165,7 +182,9 @@ impl ProxyError {
                 RequestError::Unreadable { .. } | RequestError::Malformed { .. },
             ) => StatusCode::BAD_REQUEST,
             ProxyError::Request(
-                RequestError::Overloaded { .. } | RequestError::Saturated { .. },
+                RequestError::Overloaded { .. }
+                | RequestError::Saturated { .. }
+                | RequestError::ShareSpent { .. },
             ) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Request(RequestError::BodyTimeout { .. }) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Request(RequestError::Upgrade { .. }) => StatusCode::NOT_IMPLEMENTED,
@@ -187,7 +206,9 @@ impl ProxyError {
                 RequestError::Unreadable { .. } | RequestError::Malformed { .. },
             ) => "bad_request",
             ProxyError::Request(
-                RequestError::Overloaded { .. } | RequestError::Saturated { .. },
+                RequestError::Overloaded { .. }
+                | RequestError::Saturated { .. }
+                | RequestError::ShareSpent { .. },
             ) => "overloaded",
             ProxyError::Request(RequestError::BodyTimeout { .. }) => "request_timeout",
             ProxyError::Request(RequestError::Upgrade { .. }) => "upgrade_not_supported",
@@ -347,7 +368,9 @@ impl ProxyError {
         headers.insert(X_REQUEST_ID, at.request_id.clone());
         match self {
             ProxyError::Request(
-                RequestError::Overloaded { .. } | RequestError::Saturated { .. },
+                RequestError::Overloaded { .. }
+                | RequestError::Saturated { .. }
+                | RequestError::ShareSpent { .. },
             ) => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
             }

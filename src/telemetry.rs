@@ -82,7 +82,8 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     );
     describe_counter!(
         OVERLOAD_REJECTIONS_TOTAL,
-        "Requests refused with 503 because max_connections was reached."
+        "Requests refused with 503 and Retry-After, by the limit reached (limit): \
+         max_connections, max_held_response_bytes, max_held_share."
     );
     describe_counter!(
         PROVIDER_INVALID_RESPONSE_TOTAL,
@@ -360,10 +361,31 @@ pub(crate) fn upstream_fault(
 
 /// A connection over `max_connections` was answered 503.
 pub(crate) fn overload_rejected(max_connections: u64) {
-    counter!(OVERLOAD_REJECTIONS_TOTAL).increment(1);
+    counter!(OVERLOAD_REJECTIONS_TOTAL, "limit" => "max_connections").increment(1);
     tracing::warn!(
         max_connections,
         "over max_connections: request refused with 503"
+    );
+}
+
+/// An inspected request was refused with 503 while the held answers'
+/// budget was spent. Each refusal is in the request log already: no warning
+/// per refusal (a crowd of slow readers retrying would flood the log).
+pub(crate) fn held_budget_spent(max_held_response_bytes: u64) {
+    counter!(OVERLOAD_REJECTIONS_TOTAL, "limit" => "max_held_response_bytes").increment(1);
+    tracing::debug!(
+        max_held_response_bytes,
+        "held answers' budget spent: inspected request refused with 503"
+    );
+}
+
+/// An inspected request was refused with 503: its client holds its whole
+/// share of the held answers' budget (the others are still admitted).
+pub(crate) fn held_share_spent(share: u64) {
+    counter!(OVERLOAD_REJECTIONS_TOTAL, "limit" => "max_held_share").increment(1);
+    tracing::debug!(
+        share,
+        "a client's share of held answers spent: its inspected request refused with 503"
     );
 }
 

@@ -392,7 +392,8 @@ async fn slow_readers_of_inspected_answers_cannot_hold_unbounded_memory() {
         route("small", "/small", &small.url(), "openai", ""),
     ];
     let probity = Probity::start(&config(
-        "max_held_response_bytes = 4194304\nsend_timeout_ms = 2000",
+        // One client may hold all of it: this is the budget, not a share.
+        "max_held_response_bytes = 4194304\nmax_held_share = 1\nsend_timeout_ms = 2000",
         &routes.concat(),
     ));
     let request = r#"{"model": "m", "input": "a"}"#;
@@ -451,4 +452,310 @@ async fn slow_readers_of_inspected_answers_cannot_hold_unbounded_memory() {
         rest.len()
     );
     assert_eq!(large.requests().len(), 1);
+}
+
+/// An embeddings answer of about 9 MB: larger than the socket buffers, so a
+/// reader that reads nothing keeps it held.
+fn big_embedding() -> &'static [u8] {
+    let floats = vec!["0.0123456789"; 700_000].join(",");
+    format!(
+        r#"{{"object": "list", "data": [{{"object": "embedding", "index": 0, "embedding": [{floats}]}}], "model": "m", "usage": {{"prompt_tokens": 1, "total_tokens": 1}}}}"#
+    )
+    .into_bytes()
+    .leak()
+}
+
+const EMBED_REQUEST: &str = r#"{"model": "m", "input": "a"}"#;
+
+/// A client that sends an inspected request from `ip` (a loopback address)
+/// with a tiny receive window, reads its status line and nothing more: the
+/// answer, if there is one, stays held for it.
+async fn slow_reader(
+    ip: &str,
+    to: std::net::SocketAddr,
+    path: &str,
+    headers: &str,
+) -> (tokio::net::TcpStream, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+    let mut stream = socket.connect(to).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: p\r\nConnection: close\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\n\r\n{EMBED_REQUEST}",
+        EMBED_REQUEST.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+        .await
+        .unwrap();
+    let mut status = [0u8; 12];
+    within(
+        "the status line",
+        tokio::io::AsyncReadExt::read_exact(&mut stream, &mut status),
+    )
+    .await
+    .unwrap();
+    let status = std::str::from_utf8(&status[9..]).unwrap().parse().unwrap();
+    (stream, status)
+}
+
+/// An ordinary client on `ip`: the answer read whole.
+async fn post_from(ip: &str, url: &str, headers: &[(&str, &str)]) -> Got {
+    use http_body_util::BodyExt;
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_local_address(Some(ip.parse().unwrap()));
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector);
+    let mut request = http::Request::post(url).header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(EMBED_REQUEST)))
+        .unwrap();
+    within("response", async {
+        let (parts, body) = client.request(request).await.unwrap().into_parts();
+        Got {
+            status: parts.status,
+            headers: parts.headers,
+            body: body.collect().await.unwrap().to_bytes(),
+        }
+    })
+    .await
+}
+
+/// Polls `call` until it answers 200.
+async fn until_served<F, Fut>(what: &str, call: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Got>,
+{
+    within(what, async {
+        while call().await.status != 200 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// Slow readers from one address spend that address's share of
+/// `max_held_response_bytes`, not the whole budget: it alone gets 503 and
+/// is told the share is its own, while another address (127.0.0.2, the
+/// same host: the share is per socket peer) is still served whole answers.
+/// The budget still bounds them all together; a share comes back when its
+/// reader finishes or disconnects.
+#[tokio::test]
+async fn slow_readers_from_one_address_spend_only_their_own_share() {
+    let big = big_embedding();
+    let b = big.len() as u64;
+    let (large, small) = (Upstream::json(big).await, Upstream::json(EMBEDDING).await);
+    let routes = [
+        route("large", "/large", &large.url(), "openai", ""),
+        route("small", "/small", &small.url(), "openai", ""),
+    ];
+    // A share of 1.8 answers: two held answers spend it; the budget of 4.5
+    // is spent by five.
+    let probity = Probity::start(&config(
+        &format!(
+            "max_held_response_bytes = {}\nmax_held_share = 0.4",
+            b * 9 / 2
+        ),
+        &routes.concat(),
+    ));
+    let (addr, small_url) = (probity.addr, probity.url("/small/v1/embeddings"));
+    let large_path = "/large/v1/embeddings";
+
+    let (_r1, first) = slow_reader("127.0.0.1", addr, large_path, "").await;
+    let (r2, second) = slow_reader("127.0.0.1", addr, large_path, "").await;
+    assert_eq!((first, second), (200, 200));
+    let (_, third) = slow_reader("127.0.0.1", addr, large_path, "").await;
+    assert_eq!(third, 503);
+    let refused = post_from("127.0.0.1", &small_url, &[]).await;
+    let error = refused.error(503, "overloaded");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("address 127.0.0.1 holds")
+            && message.contains("its own share")
+            && message.contains("server.max_held_share"),
+        "{message}"
+    );
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    // With no trusted hops, a forged X-Forwarded-For changes nothing.
+    let forged = [("x-forwarded-for", "203.0.113.9")];
+    assert_eq!(
+        post_from("127.0.0.1", &small_url, &forged).await.status,
+        503
+    );
+    assert_eq!(
+        probity
+            .metric("probity_overload_rejections_total{limit=\"max_held_share\"}")
+            .await,
+        Some(3.0)
+    );
+
+    // Another address is served, whole answers included, byte for byte.
+    let other = post_from("127.0.0.2", &probity.url(large_path), &[]).await;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.body.as_ref(), big);
+    assert_eq!(post_from("127.0.0.2", &small_url, &[]).await.status, 200);
+
+    // The budget bounds them all: two more from .2 and one from .3 spend it
+    // (5 answers of 4.5), and .4, holding nothing, is refused too.
+    let (_r4, s4) = slow_reader("127.0.0.2", addr, large_path, "").await;
+    let (_r5, s5) = slow_reader("127.0.0.2", addr, large_path, "").await;
+    let (mut r6, s6) = slow_reader("127.0.0.3", addr, large_path, "").await;
+    assert_eq!((s4, s5, s6), (200, 200, 200));
+    let refused = post_from("127.0.0.4", &small_url, &[]).await;
+    let message = refused.error(503, "overloaded")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("server.max_held_response_bytes") && !message.contains("own share"),
+        "{message}"
+    );
+    assert_eq!(
+        probity
+            .metric("probity_overload_rejections_total{limit=\"max_held_response_bytes\"}")
+            .await,
+        Some(1.0)
+    );
+
+    // A reader that finishes gives its share back: .4 is served again.
+    let mut rest = Vec::new();
+    within(
+        "the answer read to its end",
+        tokio::io::AsyncReadExt::read_to_end(&mut r6, &mut rest),
+    )
+    .await
+    .unwrap();
+    assert!(rest.ends_with(big), "the whole answer came");
+    until_served("the budget given back", || {
+        post_from("127.0.0.4", &small_url, &[])
+    })
+    .await;
+
+    // One that disconnects gives its share back: .1 is served again.
+    assert_eq!(post_from("127.0.0.1", &small_url, &[]).await.status, 503);
+    drop(r2);
+    until_served("the share given back", || {
+        post_from("127.0.0.1", &small_url, &[])
+    })
+    .await;
+    // Only the refused requests never reached the upstream.
+    assert_eq!(large.requests().len(), 6);
+}
+
+/// With `[[clients]]`, a share is the client's, whatever its address: a
+/// client whose slow readers spent its share is refused, another client on
+/// the same address is served.
+#[tokio::test]
+async fn a_client_token_has_its_own_share() {
+    let big = big_embedding();
+    let b = big.len() as u64;
+    let large = Upstream::json(big).await;
+    let routes = [
+        route("large", "/large", &large.url(), "openai", ""),
+        "[[clients]]\nname = \"batch\"\ntoken_env = \"T_BATCH\"\n".into(),
+        "[[clients]]\nname = \"search-ui\"\ntoken_env = \"T_SEARCH\"\n".into(),
+    ];
+    let env = [
+        ("T_BATCH", "pt-batch-token-4d7e1a9c2b"),
+        ("T_SEARCH", "pt-search-token-8f2c6b0e3a"),
+    ];
+    let probity = Probity::start_with_env(
+        &config(
+            &format!(
+                "max_held_response_bytes = {}\nmax_held_share = 0.4",
+                b * 9 / 2
+            ),
+            &routes.concat(),
+        ),
+        &env,
+    );
+    let (addr, path) = (probity.addr, "/large/v1/embeddings");
+    let batch = "Authorization: Bearer pt-batch-token-4d7e1a9c2b\r\n";
+    let (_r1, first) = slow_reader("127.0.0.1", addr, path, batch).await;
+    let (_r2, second) = slow_reader("127.0.0.1", addr, path, batch).await;
+    assert_eq!((first, second), (200, 200));
+    // From another address, the same client is still the same holder.
+    let refused = post_from(
+        "127.0.0.2",
+        &probity.url(path),
+        &[("authorization", "Bearer pt-batch-token-4d7e1a9c2b")],
+    )
+    .await;
+    let message = refused.error(503, "overloaded")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("client `batch` holds"), "{message}");
+    // Another client on the same address is served.
+    let served = post_from(
+        "127.0.0.1",
+        &probity.url(path),
+        &[("authorization", "Bearer pt-search-token-8f2c6b0e3a")],
+    )
+    .await;
+    assert_eq!(served.status, 200);
+    assert_eq!(served.body.as_ref(), big);
+}
+
+/// Behind a trusted proxy every client has the proxy's address: the share is
+/// then keyed by the X-Forwarded-For entry the trusted hop added.
+#[tokio::test]
+async fn behind_trusted_hops_a_share_is_the_forwarded_address() {
+    let big = big_embedding();
+    let b = big.len() as u64;
+    let large = Upstream::json(big).await;
+    let probity = Probity::start(&config(
+        &format!(
+            "max_held_response_bytes = {}\nmax_held_share = 0.4\ntrusted_hops = 1",
+            b * 9 / 2
+        ),
+        &route("large", "/large", &large.url(), "openai", ""),
+    ));
+    let (addr, path) = (probity.addr, "/large/v1/embeddings");
+    let one = "X-Forwarded-For: 203.0.113.9, 198.51.100.7\r\n";
+    let (_r1, first) = slow_reader("127.0.0.1", addr, path, one).await;
+    let (_r2, second) = slow_reader("127.0.0.1", addr, path, one).await;
+    assert_eq!((first, second), (200, 200));
+    let url = probity.url(path);
+    let refused = post_from("127.0.0.1", &url, &[("x-forwarded-for", "198.51.100.7")]).await;
+    let message = refused.error(503, "overloaded")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("address 198.51.100.7 holds"), "{message}");
+    // Another client behind the same proxy is served.
+    let other = post_from("127.0.0.1", &url, &[("x-forwarded-for", "198.51.100.8")]).await;
+    assert_eq!(other.status, 200);
+}
+
+/// A crowd sent at once is admitted before any of its answers is held: each
+/// admitted request counts what its route's last answer weighed, so the
+/// share still stops the crowd (two of eight: 1.8 answers of share).
+#[tokio::test]
+async fn a_crowd_sent_at_once_is_counted_before_its_answers_come() {
+    let big = big_embedding();
+    let b = big.len() as u64;
+    let large = Upstream::json(big).await;
+    let probity = Probity::start(&config(
+        &format!(
+            "max_held_response_bytes = {}\nmax_held_share = 0.4",
+            b * 9 / 2
+        ),
+        &route("large", "/large", &large.url(), "openai", ""),
+    ));
+    let (addr, path) = (probity.addr, "/large/v1/embeddings");
+    // One answer read whole: the route's answers are now known to be big.
+    assert_eq!(
+        post_from("127.0.0.9", &probity.url(path), &[]).await.status,
+        200
+    );
+    let crowd = (0..8).map(|_| slow_reader("127.0.0.5", addr, path, ""));
+    let answered = futures_util::future::join_all(crowd).await;
+    let mut statuses: Vec<u16> = answered.iter().map(|(_, status)| *status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 503, 503, 503, 503, 503, 503]);
+    assert_eq!(large.requests().len(), 3);
 }

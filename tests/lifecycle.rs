@@ -36,6 +36,7 @@ const BAD_CONFIG: &str = r#"
 listen = "127.0.0.1:0"
 admin_listen = "localhost"
 max_connections = "lots"
+max_held_share = 1.5
 verbose = true
 
 [[routes]]
@@ -56,6 +57,7 @@ const EXPECTED_PROBLEMS: &[&str] = &[
     "server.max_connections: invalid type: string \"lots\", expected u64",
     "server.verbose: unknown field `verbose`",
     "server.admin_listen: not an ip:port",
+    "server.max_held_share: is 1.5: must be a fraction of server.max_held_response_bytes",
     "routes[1].dialect: unknown dialect \"bard\": one of openai, ollama, cohere",
     "routes[1].timeout: unknown field `timeout`",
     "routes[1].name: \"ollama\" is already the name of routes[0]",
@@ -311,7 +313,9 @@ async fn connections_over_the_limit_get_503_with_retry_after() {
     );
     assert!(reply.contains("\"type\":\"overloaded\""), "{reply}");
     assert_eq!(
-        probity.metric("probity_overload_rejections_total").await,
+        probity
+            .metric("probity_overload_rejections_total{limit=\"max_connections\"}")
+            .await,
         Some(1.0)
     );
 

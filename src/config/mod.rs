@@ -119,6 +119,10 @@ pub struct ServerConfig {
     /// The most bytes of inspected answers held for clients still reading
     /// them; past it, new inspected requests get 503 until readers catch up.
     pub max_held_response_bytes: u64,
+    /// The most of that budget one client (its `[[clients]]` name, else
+    /// its address) may hold, as a fraction: 0 < x <= 1. Past it only that
+    /// client's inspected requests get 503.
+    pub max_held_share: f64,
     /// How long a client may take to read an inspected answer held for it;
     /// then its connection is closed.
     pub send_timeout_ms: u64,
@@ -138,6 +142,7 @@ impl Default for ServerConfig {
             drain_timeout_ms: 30_000,
             trusted_hops: 0,
             max_held_response_bytes: 256 * 1024 * 1024,
+            max_held_share: 0.25,
             send_timeout_ms: 60_000,
         }
     }

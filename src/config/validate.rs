@@ -77,6 +77,17 @@ impl ServerConfig {
         ] {
             positive(key, value, problems);
         }
+        // Written so that NaN fails too.
+        if !(self.max_held_share > 0.0 && self.max_held_share <= 1.0) {
+            problems.push(Problem::new(
+                "server.max_held_share",
+                format!(
+                    "is {}: must be a fraction of server.max_held_response_bytes, more than 0 \
+                     and at most 1 (0.25: one client may hold a quarter of it)",
+                    self.max_held_share
+                ),
+            ));
+        }
         if self.max_header_bytes < MIN_HEADER_BYTES {
             problems.push(Problem::new(
                 "server.max_header_bytes",

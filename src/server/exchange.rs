@@ -35,7 +35,7 @@ use super::checked::{CheckedStream, StreamContext};
 use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
 use super::head;
-use super::held::Delivery;
+use super::held::{Delivery, Holder, Reserved};
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
@@ -66,6 +66,8 @@ pub(super) async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let delivery = request.extensions().get::<Arc<Delivery>>().cloned();
+    let peer = request.extensions().get::<head::Peer>().copied();
+    let address = head::client_address(request.headers(), peer, shared.trusted_hops);
     let mut record = RequestRecord {
         request_id: request_id(request.headers()),
         route: None,
@@ -80,7 +82,15 @@ pub(super) async fn handle(
         retry_invalid: false,
         span: (shared.tracer.as_ref()).and_then(|t| t.request(request.headers(), request.method())),
     };
-    let outcome = CatchPanic::new(exchange(&shared, request, &mut record)).await;
+    let mut reserved = None;
+    let outcome = CatchPanic::new(exchange(
+        &shared,
+        request,
+        address,
+        &mut reserved,
+        &mut record,
+    ))
+    .await;
     let response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(err)) => error_response(&err, &record),
@@ -93,17 +103,31 @@ pub(super) async fn handle(
     record.status = response.status();
     let share = match response.body() {
         Payload::Whole(Some(bytes)) => {
-            Some(shared.held.hold(bytes.len() as u64, delivery.as_ref()))
+            let holder = Holder::of(record.client.as_deref(), address);
+            if let Some(reserved) = &reserved {
+                reserved.answered(bytes.len() as u64);
+            }
+            Some(
+                shared
+                    .held
+                    .hold(bytes.len() as u64, holder, delivery.as_ref()),
+            )
         }
         _ => None,
     };
+    // Given back only now that the answer itself is counted.
+    drop(reserved);
     Ok(response.map(|payload| ResponseBody::new(payload, record, share)))
 }
 
-/// The request filter, then the phases after it.
+/// The request filter, then the phases after it; `address` is the client's
+/// (`head::client_address`), and an inspected request's guess at its answer
+/// is left in `reserved`.
 async fn exchange(
     shared: &Shared,
     request: Request<Incoming>,
+    address: Option<std::net::IpAddr>,
+    reserved: &mut Option<Reserved>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (mut parts, body) = request.into_parts();
@@ -148,7 +172,8 @@ async fn exchange(
     let Some(endpoint) = endpoint else {
         return passthrough(route, &parts, matched.rest, body, record).await;
     };
-    shared.held.admit()?;
+    let holder = Holder::of(record.client.as_deref(), address);
+    *reserved = Some(shared.held.admit(&holder, &route.name)?);
     let body = read_body(body, &parts.headers, shared).await?;
     if let Some(span) = &record.span {
         span.requested(endpoint.operation, &body, &path);

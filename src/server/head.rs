@@ -127,6 +127,33 @@ pub(super) fn clean(headers: &mut HeaderMap, peer: Option<Peer>, trusted_hops: u
     }
 }
 
+/// The client's address, as a share of held answers is keyed: the socket
+/// peer (unforgeable), or, with `trusted_hops` set, the leftmost address
+/// of the `X-Forwarded-For` entries those hops added (what the outermost
+/// trusted proxy saw). An entry that is not an address counts as absent.
+pub(super) fn client_address(
+    headers: &HeaderMap,
+    peer: Option<Peer>,
+    trusted_hops: usize,
+) -> Option<std::net::IpAddr> {
+    let peer = peer.map(|Peer(addr)| addr.ip());
+    if trusted_hops == 0 {
+        return peer;
+    }
+    let sent: Vec<&str> = headers
+        .get_all(X_FORWARDED_FOR)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|hop| !hop.is_empty())
+        .collect();
+    let first_trusted = sent.len().saturating_sub(trusted_hops);
+    sent.get(first_trusted)
+        .and_then(|hop| hop.parse().ok())
+        .or(peer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +168,26 @@ mod tests {
         headers
             .get(X_FORWARDED_FOR)
             .map(|v| v.to_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn a_share_is_keyed_by_the_peer_unless_hops_are_trusted() {
+        let address = |sent: &[&str], trusted_hops: usize| {
+            let mut headers = HeaderMap::new();
+            for value in sent {
+                headers.append(X_FORWARDED_FOR, value.parse().unwrap());
+            }
+            let peer = Peer("10.0.0.7:5555".parse().unwrap());
+            client_address(&headers, Some(peer), trusted_hops)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(address(&["6.6.6.6"], 0), "10.0.0.7");
+        assert_eq!(address(&[], 1), "10.0.0.7");
+        assert_eq!(address(&["6.6.6.6, 1.2.3.4"], 1), "1.2.3.4");
+        assert_eq!(address(&["6.6.6.6", "1.2.3.4, 10.0.0.1"], 2), "1.2.3.4");
+        assert_eq!(address(&["1.2.3.4"], 3), "1.2.3.4");
+        assert_eq!(address(&["unknown"], 1), "10.0.0.7");
     }
 
     #[test]

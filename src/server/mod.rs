@@ -174,6 +174,7 @@ impl Probity {
                 schemas: SchemaCache::new(256),
                 held: held::Held::new(
                     server.max_held_response_bytes,
+                    server.max_held_share,
                     Duration::from_millis(server.send_timeout_ms),
                 ),
                 tracer: crate::trace::Tracer::start(&config.telemetry)
