@@ -683,7 +683,7 @@ mod bucket {
             }
         })
         .await;
-        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        let capture = probity.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200, "{}", capture.text());
         assert_eq!(capture.body, CAPTURED_ANSWER);
         let moto_authority = moto.url.trim_start_matches("https://").to_string();

@@ -110,9 +110,9 @@ pub(crate) async fn serve(
                 started.clone(),
                 routes.clone(),
             );
-            let permitted = admitted(&request, &gate, peer);
+            let refused = refusal(&request, &gate, peer);
             async move {
-                if let Err(refused) = permitted {
+                if let Some(refused) = refused {
                     return Ok::<_, Infallible>(refused);
                 }
                 let admin = Admin {
@@ -144,19 +144,19 @@ fn guarded(path: &str) -> bool {
     matches!(path, "/status.json" | "/view.json" | "/reload") || path.starts_with("/captures")
 }
 
-/// `Ok` for an open endpoint or a request with the admin token; else its
+/// `None` for an open endpoint or a request with the admin token; else its
 /// 401, in probity's error shape, logged without any token.
-fn admitted(
+fn refusal(
     request: &Request<Incoming>,
     gate: &Gate,
     peer: std::net::SocketAddr,
-) -> Result<(), Response<Full<Bytes>>> {
+) -> Option<Response<Full<Bytes>>> {
     let path = request.uri().path();
     if !guarded(path) {
-        return Ok(());
+        return None;
     }
     let Err((refusal, variable)) = gate(request.headers()) else {
-        return Ok(());
+        return None;
     };
     let request_id = crate::request_id::request_id(request.headers());
     tracing::info!(
@@ -174,7 +174,7 @@ fn admitted(
         retry_invalid: false,
         mid_stream: false,
     };
-    Err(err.respond(&answering).map(Full::new))
+    Some(err.respond(&answering).map(Full::new))
 }
 
 /// What the admin endpoints read.
