@@ -799,7 +799,17 @@ mod tests {
             "+1",
             "0x1",
         ]);
+        // Long strings of escapes, so random cuts land between `\` and
+        // `u`, inside the hex digits and between the halves of a pair.
+        let long: &'static str =
+            Box::leak(format!("\"{}\"", r"\u0078".repeat(40)).into_boxed_str());
+        let pairs: &'static str =
+            Box::leak(format!("\"{}\"", r"a\ud83d\ude00\n\\".repeat(12)).into_boxed_str());
         let string = prop::sample::select(vec![
+            long,
+            pairs,
+            r#""\u00""#,
+            r#""\u00zz""#,
             r#""""#,
             r#""abc""#,
             r#""a\"b""#,
@@ -918,19 +928,27 @@ mod tests {
         /// The scanner accepts exactly what serde_json accepts, reads the
         /// same values, and a vector's summary agrees with a walk.
         #[test]
-        fn the_scanner_agrees_with_serde_json(text in document(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6)) {
-            // Fed in pieces as a body arrives, the scan ends the same.
-            let mut scanner = Scanner::default();
+        fn the_scanner_agrees_with_serde_json(
+            text in document(),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            read in 1..9usize,
+        ) {
+            // Fed in pieces as a body arrives (at random cuts, and in reads
+            // of a few bytes), the scan ends the same.
+            let whole = Document::parse(text.as_bytes());
             let mut ends: Vec<usize> = cuts.iter().map(|c| c.index(text.len() + 1)).collect();
             ends.sort_unstable();
-            for end in ends {
-                scanner.feed(&text.as_bytes()[..end]);
-            }
-            let fed = Document::scanned(text.as_bytes(), scanner);
-            let whole = Document::parse(text.as_bytes());
-            match (&fed, &whole) {
-                (Ok(fed), Ok(whole)) => prop_assert_eq!(format!("{:?}", fed.tape), format!("{:?}", whole.tape)),
-                (fed, whole) => prop_assert_eq!(fed.as_ref().err(), whole.as_ref().err()),
+            let reads: Vec<usize> = (1..=text.len().div_ceil(read)).map(|n| (n * read).min(text.len())).collect();
+            for ends in [ends, reads] {
+                let mut scanner = Scanner::default();
+                for end in ends {
+                    scanner.feed(&text.as_bytes()[..end]);
+                }
+                let fed = Document::scanned(text.as_bytes(), scanner);
+                match (&fed, &whole) {
+                    (Ok(fed), Ok(whole)) => prop_assert_eq!(format!("{:?}", fed.tape), format!("{:?}", whole.tape)),
+                    (fed, whole) => prop_assert_eq!(fed.as_ref().err(), whole.as_ref().err()),
+                }
             }
 
             let ours = Document::parse(text.as_bytes());
