@@ -73,6 +73,20 @@ impl<'t> Document<'t> {
     }
 }
 
+/// Scans `body` fed in reads of `read` bytes, as `forward` feeds an
+/// answer while it arrives (every byte so far, each time), then finishes
+/// it; `false` when it is not JSON. The entry of the scan benchmark
+/// (`benches/scan.rs`): re-exported, hidden, from the crate's root.
+pub fn scan_in_reads(body: &[u8], read: usize) -> bool {
+    let mut scanner = Scanner::default();
+    let mut end = 0;
+    while end < body.len() {
+        end = end.saturating_add(read.max(1)).min(body.len());
+        scanner.feed(body.get(..end).unwrap_or_default());
+    }
+    Document::scanned(body, scanner).is_ok()
+}
+
 /// One JSON value, borrowed from the document it came from.
 /// Its text is always valid JSON: a `Json` is only made by a parse.
 #[derive(Clone, Copy)]

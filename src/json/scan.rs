@@ -120,6 +120,8 @@ enum Phase {
 /// What one step of the grammar did.
 enum Step {
     Next,
+    /// A token the bytes so far may cut begins: [`Cursor::resume`] reads it.
+    Cut,
     /// The bytes so far end before the step could finish: feed more.
     Suspend,
     /// The document ended (the last bytes were fed).
@@ -343,21 +345,32 @@ impl Cursor<'_> {
     /// A fault is one the bytes so far settle: a step that more bytes
     /// might finish suspends instead.
     fn run(&mut self) -> Result<bool, ParseError> {
+        // A token is left cut only by a feed that stopped inside it (or a
+        // step that says so): the steps never look for one.
+        let mut step = Step::Cut;
         loop {
-            match self.step()? {
-                Step::Next => {}
+            if let Step::Cut = step {
+                step = self.resume()?;
+            }
+            match step {
+                Step::Next | Step::Cut => {}
                 Step::Suspend => return Ok(false),
                 Step::Finished => return Ok(true),
             }
+            step = self.step()?;
+        }
+    }
+
+    /// Goes on with the token the bytes cut, if any.
+    fn resume(&mut self) -> Result<Step, ParseError> {
+        match self.cut {
+            Cut::None => Ok(Step::Next),
+            Cut::String(open) => self.string(open),
+            Cut::Number(open) => self.number(open),
         }
     }
 
     fn step(&mut self) -> Result<Step, ParseError> {
-        match self.cut {
-            Cut::None => {}
-            Cut::String(open) => return self.string(open),
-            Cut::Number(open) => return self.number(open),
-        }
         self.skip_space();
         let Some(byte) = self.peek() else {
             return match (self.last, self.phase, self.stack.is_empty()) {
@@ -374,7 +387,7 @@ impl Cursor<'_> {
             Phase::ArrayStart => self.phase = Phase::Value,
             Phase::ObjectStart if byte == b'}' => self.close(),
             Phase::ObjectStart => self.phase = Phase::Key,
-            Phase::Key if byte == b'"' => return Ok(self.open_string(true)),
+            Phase::Key if byte == b'"' => return self.open_string(true),
             Phase::Key => return Err(self.error("expected a key")),
             Phase::Colon if byte == b':' => {
                 self.i += 1;
@@ -398,8 +411,11 @@ impl Cursor<'_> {
                 return Ok(Step::Next);
             }
             b'-' | b'0'..=b'9' if self.in_array() => return self.numbers(None),
-            b'-' | b'0'..=b'9' => return Ok(self.open_number(false)),
-            b'"' => return Ok(self.open_string(false)),
+            b'-' | b'0'..=b'9' => {
+                self.cut = Cut::Number(OpenNumber::at(self.i, false));
+                return Ok(Step::Cut);
+            }
+            b'"' => return self.open_string(false),
             b't' => b"true",
             b'f' => b"false",
             b'n' => b"null",
@@ -516,7 +532,7 @@ impl Cursor<'_> {
     /// keeps its cursor and summary in locals, and commits each number. A
     /// number the bytes so far cut goes on in [`Cursor::number`], which
     /// hands it back here once it ends (`resumed`: where, and its shape).
-    fn numbers(&mut self, mut resumed: Option<(usize, Shape)>) -> Result<Step, ParseError> {
+    fn numbers(&mut self, resumed: Option<(usize, Shape)>) -> Result<Step, ParseError> {
         let (b, last) = (self.b, self.last);
         let mut i = self.i;
         let Some(top) = self.stack.last_mut() else {
@@ -524,19 +540,20 @@ impl Cursor<'_> {
         };
         let mut summary = top.summary;
         let mut cut = false;
+        let mut read = match resumed {
+            Some(found) => Ok(found),
+            None => number(b, i),
+        };
         let step = loop {
-            let (end, shape) = match resumed.take() {
-                Some(found) => found,
-                None => match number(b, i) {
-                    Ok(found) if last || end_before(found.0, b) => found,
-                    // A fault before the end of the bytes is settled: a
-                    // digit was due at a byte that is there.
-                    Err(found) if last || found.1 < b.len() => break Err(fault(found)),
-                    _ => {
-                        cut = true;
-                        break Ok(Step::Next);
-                    }
-                },
+            let (end, shape) = match read {
+                Ok(found) if last || end_before(found.0, b) => found,
+                // A fault before the end of the bytes is settled: a digit
+                // was due at a byte that is there.
+                Err(found) if last || found.1 < b.len() => break Err(fault(found)),
+                _ => {
+                    cut = true;
+                    break Ok(Step::Next);
+                }
             };
             summary.fold(b.get(i..end).unwrap_or_default(), shape);
             let next = skip_space(b, end);
@@ -544,6 +561,7 @@ impl Cursor<'_> {
                 i = skip_space(b, next + 1);
                 self.phase = Phase::Value;
                 if matches!(b.get(i), Some(b'-' | b'0'..=b'9')) {
+                    read = number(b, i);
                     continue;
                 }
                 break Ok(Step::Next);
@@ -555,28 +573,13 @@ impl Cursor<'_> {
         top.summary = summary;
         self.i = i;
         if cut {
-            // Rare (once per feed at most): the cut number's grammar is
-            // read again from its start, then goes on where it stops.
+            // Once per feed at most: the cut number's grammar is read again
+            // from its start, up to the end of the bytes, where it stops.
             self.phase = Phase::Value;
-            return Ok(self.open_number(true));
+            self.cut = Cut::Number(OpenNumber::at(i, true));
+            return Ok(Step::Cut);
         }
         step
-    }
-
-    /// Starts the number at the cursor; [`Cursor::number`] reads it.
-    fn open_number(&mut self, in_array: bool) -> Step {
-        self.cut = Cut::Number(OpenNumber {
-            in_array,
-            at: self.i,
-            part: Part::Sign,
-            int_start: self.i,
-            shape: Shape {
-                integer_digits: 0,
-                fraction: false,
-                exponent: false,
-            },
-        });
-        Step::Next
     }
 
     /// Goes on with the number at the cursor, from where its grammar
@@ -601,19 +604,17 @@ impl Cursor<'_> {
         }
     }
 
-    /// Starts the string (an object's key when `key`) at the cursor;
-    /// [`Cursor::string`] reads it.
-    fn open_string(&mut self, key: bool) -> Step {
+    /// Reads the string (an object's key when `key`) at the cursor.
+    fn open_string(&mut self, key: bool) -> Result<Step, ParseError> {
         let start = self.i;
         self.i += 1;
-        self.cut = Cut::String(OpenString {
+        self.string(OpenString {
             start,
             key,
             aux: NONE,
             searched: self.i,
             control: None,
-        });
-        Step::Next
+        })
     }
 
     /// Goes on with a string, from where the search for its end stopped.
@@ -651,7 +652,15 @@ impl Cursor<'_> {
                 self.cut = Cut::None;
                 if open.key {
                     self.leaf(open.start, open.aux);
-                    self.phase = Phase::Colon;
+                    // Its colon, most often right here (else a step finds
+                    // it, or says why not).
+                    self.skip_space();
+                    self.phase = if self.peek() == Some(b':') {
+                        self.i += 1;
+                        Phase::Value
+                    } else {
+                        Phase::Colon
+                    };
                 } else {
                     self.ended(open.start, open.aux);
                 }
@@ -731,6 +740,21 @@ impl Summary {
 }
 
 impl OpenNumber {
+    /// The number starting at `at`, not read yet.
+    fn at(at: usize, in_array: bool) -> Self {
+        Self {
+            in_array,
+            at,
+            part: Part::Sign,
+            int_start: at,
+            shape: Shape {
+                integer_digits: 0,
+                fraction: false,
+                exponent: false,
+            },
+        }
+    }
+
     /// Reads on from where the grammar stopped: the same grammar as
     /// [`number`], one part at a time, so it can stop at any byte. `None`:
     /// the bytes ran out before the number could be known to end (only
