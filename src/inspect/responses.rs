@@ -345,10 +345,11 @@ struct Events {
 }
 
 impl Events {
-    /// `sequence_number`, when present, a count greater than the last.
-    fn sequence(&mut self, event: &Object<'_>, kind: &str) -> Result<(), Violation> {
+    /// `sequence_number`, when present: a count greater than the last one
+    /// delivered.
+    fn sequence(&self, event: &Object<'_>, kind: &str) -> Result<Option<u64>, Violation> {
         let Some(number) = event.present("sequence_number") else {
-            return Ok(()); // some compatible servers send none
+            return Ok(None); // some compatible servers send none
         };
         let Some(number) = number.count() else {
             return Err(invariants::violation(
@@ -365,8 +366,32 @@ impl Events {
                 format!("{kind}'s sequence_number {number} does not follow {last}"),
             ));
         }
-        self.sequence = Some(number);
-        Ok(())
+        Ok(Some(number))
+    }
+
+    /// Judges one event's data by its `type`.
+    fn judge(&mut self, data: &[u8]) -> Result<Option<Judgement>, Violation> {
+        let doc = super::openai::event_object(data)?;
+        let body = doc.object().unwrap_or_default();
+        let kind = body.get("type").and_then(|t| t.string()).ok_or_else(|| {
+            invariants::violation(
+                "response_event_invalid",
+                "a stream event has no string `type`".into(),
+            )
+        })?;
+        let number = self.sequence(&body, &kind)?;
+        let judged = if CARRY_RESPONSE.contains(&&*kind) {
+            self.response(data, &body, &kind).map(Some)
+        } else {
+            // `error` (the provider's own mid-stream error) passes, like
+            // every type this judge does not know.
+            self.gather(&body, &kind).map(|()| None)
+        };
+        // Only a delivered event moves the sequence (an error event follows it).
+        if judged.is_ok() {
+            self.sequence = number.or(self.sequence);
+        }
+        judged
     }
 
     /// What an event adds to the answer, and its items' payload checks.
@@ -422,22 +447,7 @@ impl EventCheck for Events {
                 "the stream went on after its terminal event".into(),
             ));
         }
-        let doc = super::openai::event_object(data)?;
-        let body = doc.object().unwrap_or_default();
-        let kind = body.get("type").and_then(|t| t.string()).ok_or_else(|| {
-            invariants::violation(
-                "response_event_invalid",
-                "a stream event has no string `type`".into(),
-            )
-        })?;
-        self.sequence(&body, &kind)?;
-        if CARRY_RESPONSE.contains(&&*kind) {
-            return self.response(data, &body, &kind).map(Some);
-        }
-        // `error` (the provider's own mid-stream error) passes, like
-        // every type this judge does not know.
-        self.gather(&body, &kind)?;
-        Ok(None)
+        self.judge(data)
     }
 
     /// The dialect's own error event, so that the SDKs read it as one:
