@@ -482,6 +482,16 @@ impl EventCheck for Events {
         }
     }
 
+    /// A terminal event's response says whether the answer was cut.
+    fn closing(&mut self, event: &Event<'_>) {
+        let doc = event.data.as_deref().map(crate::json::Document::parse);
+        let response = match &doc {
+            Some(Ok(doc)) => doc.object().and_then(|e| e.present("response")?.object()),
+            _ => None,
+        };
+        self.answer.truncated |= response.is_some_and(|r| truncated(&r));
+    }
+
     fn answer(&self) -> Option<&StreamedAnswer> {
         Some(&self.answer)
     }
