@@ -480,7 +480,10 @@ fn response_item(item: &Value) -> Result<(), &'static str> {
         }
         "function_call" => {
             let strings = ["name", "call_id", "arguments"];
-            match strings.iter().all(|k| item.get(*k).is_some_and(Value::is_string)) {
+            match strings
+                .iter()
+                .all(|k| item.get(*k).is_some_and(Value::is_string))
+            {
                 true => Ok(()),
                 false => Err("response_function_call_invalid"),
             }
@@ -1167,7 +1170,9 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     };
     let api = api_of(case).unwrap();
     // The error event is the expected stream's last.
-    let last = split_events(case.framing, want).last().map_or(0, |r| r.start);
+    let last = split_events(case.framing, want)
+        .last()
+        .map_or(0, |r| r.start);
     let template = error_template(&case.dialect, api, invariant, &want[..last]);
     let Some(before) = want.strip_suffix(template.as_bytes()) else {
         return failed.push(format!(

@@ -48,29 +48,46 @@ async fn a_stored_response_read_with_get_is_judged_and_other_reads_pass() {
     let upstream = Upstream::start(|request| {
         let broken = request.target.contains("broken");
         let body = match request.target.as_str() {
-            t if t.ends_with("/input_items") => r#"{"object": "list", "data": "whatever"}"#.to_string(),
+            t if t.ends_with("/input_items") => {
+                r#"{"object": "list", "data": "whatever"}"#.to_string()
+            }
             t if t.contains("stream=true") => "event: x\ndata: not json\n\n".to_string(),
             _ if broken => response(json!([{"text": "Paris."}]), "completed", usage()),
-            _ => response(json!([text("Paris.")]), "completed", usage()).replace("\"input_tokens\":14", "\"input_tokens\":\"14\""),
+            _ => response(json!([text("Paris.")]), "completed", usage())
+                .replace("\"input_tokens\":14", "\"input_tokens\":\"14\""),
         };
         Reply::json(200, body)
     })
     .await;
-    let probity = Probity::start(&config("", &route("openai", "/openai", &upstream.url(), "openai", "")));
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
     let got = get(&probity.url(&format!("/openai/v1/responses/{ID}"))).await;
     assert_eq!(got.status, 200);
-    assert_eq!(got.header("probity-normalized"), Some("/usage/input_tokens"));
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usage/input_tokens")
+    );
     assert_eq!(got.json()["usage"]["input_tokens"], Value::Null);
     assert_eq!(got.json()["usage"]["output_tokens"], 3);
     let got = get(&probity.url("/openai/v1/responses/resp_broken")).await;
-    assert_eq!(got.error(502, "provider_invalid_response")["code"], "response_content_invalid");
+    assert_eq!(
+        got.error(502, "provider_invalid_response")["code"],
+        "response_content_invalid"
+    );
     // Not a response object: the list of input items, the replayed stream.
-    for path in [format!("/openai/v1/responses/{ID}/input_items"), format!("/openai/v1/responses/{ID}?stream=true")] {
+    for path in [
+        format!("/openai/v1/responses/{ID}/input_items"),
+        format!("/openai/v1/responses/{ID}?stream=true"),
+    ] {
         let got = get(&probity.url(&path)).await;
         assert_eq!(got.status, 200, "{path}");
         assert_eq!(got.header("probity-normalized"), None, "{path}");
     }
-    let counted = probity.metric(r#"probity_tokens_total{route="openai",kind="output"}"#).await;
+    let counted = probity
+        .metric(r#"probity_tokens_total{route="openai",kind="output"}"#)
+        .await;
     assert_eq!(counted, Some(3.0), "the GET's sound figures are counted");
 }
 
@@ -89,9 +106,16 @@ async fn the_joined_output_text_is_the_answer_and_degrade_replaces_its_parts() {
     })
     .await;
     let contract = "[routes.contract]\ntask = \"city\"\non_invalid = \"degrade\"\ndegraded = '{\"city\": \"\", \"error\": \"{reason}\"}'\n";
-    let probity = Probity::start(&config("", &format!("{}\n{contract}", route("openai", "/openai", &upstream.url(), "openai", ""))));
+    let probity = Probity::start(&config(
+        "",
+        &format!(
+            "{}\n{contract}",
+            route("openai", "/openai", &upstream.url(), "openai", "")
+        ),
+    ));
     let ask = |model: &str| {
-        json!({"model": model, "input": "Which city?", "text": {"format": {"type": "json_object"}}}).to_string()
+        json!({"model": model, "input": "Which city?", "text": {"format": {"type": "json_object"}}})
+            .to_string()
     };
     let got = post(&probity.url("/openai/v1/responses"), ask("joined")).await;
     assert_eq!(got.header("probity-output"), Some("valid"));
@@ -110,7 +134,9 @@ async fn the_joined_output_text_is_the_answer_and_degrade_replaces_its_parts() {
 
 fn event(kind: &str, n: u64, rest: Value) -> String {
     let mut data = json!({"type": kind});
-    data.as_object_mut().unwrap().extend(rest.as_object().unwrap().clone());
+    data.as_object_mut()
+        .unwrap()
+        .extend(rest.as_object().unwrap().clone());
     data["sequence_number"] = json!(n);
     format!("event: {kind}\ndata: {data}\n\n")
 }
@@ -131,14 +157,20 @@ async fn a_streamed_answer_is_judged_and_an_incomplete_ones_usage_counted() {
         Reply::stream("text/event-stream", vec![part(Before::Now, events.concat())])
     })
     .await;
-    let probity = Probity::start(&config("", &route("openai", "/openai", &upstream.url(), "openai", "")));
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
     let request = json!({"model": "m", "input": "Which city?", "stream": true, "max_output_tokens": 8,
                          "text": {"format": {"type": "json_object"}}});
     let got = post(&probity.url("/openai/v1/responses"), request.to_string()).await;
     assert_eq!(got.status, 200);
     let body = got.text();
     let verdict = body.find(": probity-output").expect(&body);
-    assert!(verdict < body.find("event: response.incomplete").unwrap(), "{body}");
+    assert!(
+        verdict < body.find("event: response.incomplete").unwrap(),
+        "{body}"
+    );
     assert!(body.contains("truncated"), "{body}");
     let invalid = r#"probity_model_invalid_output_total{task="responses",reason="truncated",client="unknown"}"#;
     assert_eq!(probity.metric(invalid).await, Some(1.0));

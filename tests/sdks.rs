@@ -270,15 +270,27 @@ fn openai_responses(case: &str, request: &Value) -> String {
         "id" => edit(body, "resp_68f0c2a1b3d4e5f60718293a4b5c6d7e", ""),
         // An output item without its `type`.
         "reject" => edit(body, r#""type": "message", "#, ""),
-        "format" => edit(body, r#""text": "Paris.""#, r#""text": "{\"city\": \"Paris\"}""#),
-        "format-invalid" => edit(body, r#""text": "Paris.""#, r#""text": "The city is Paris.""#),
+        "format" => edit(
+            body,
+            r#""text": "Paris.""#,
+            r#""text": "{\"city\": \"Paris\"}""#,
+        ),
+        "format-invalid" => edit(
+            body,
+            r#""text": "Paris.""#,
+            r#""text": "The city is Paris.""#,
+        ),
         "agent" => {
             // The second turn carries the tool's output back.
             let answered = request["input"]
                 .as_array()
                 .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output"));
             match answered {
-                true => edit(body, r#""text": "Paris.""#, r#""text": "It is sunny in Paris.""#),
+                true => edit(
+                    body,
+                    r#""text": "Paris.""#,
+                    r#""text": "It is sunny in Paris.""#,
+                ),
                 false => edit(
                     body,
                     r#"{"id": "msg_68f0c2a2c4d5e6f7", "type": "message", "status": "completed", "role": "assistant",
@@ -334,7 +346,9 @@ fn openai_responses_stream(case: &str) -> String {
         .iter()
         .enumerate()
         .map(|(n, (kind, rest))| {
-            format!("event: {kind}\ndata: {{\"type\":\"{kind}\",{rest},\"sequence_number\":{n}}}\n\n")
+            format!(
+                "event: {kind}\ndata: {{\"type\":\"{kind}\",{rest},\"sequence_number\":{n}}}\n\n"
+            )
         })
         .collect();
     match case {
@@ -345,7 +359,11 @@ fn openai_responses_stream(case: &str) -> String {
             r#""input_tokens":"14","input_tokens_details":{"cached_tokens":"0"},"output_tokens":"3","output_tokens_details":{"reasoning_tokens":-0},"total_tokens":1.7e1"#,
         ),
         // The second delta repeats the first one's number.
-        "reject" => edit(&text, r#""delta":"is.","logprobs":[],"sequence_number":5"#, r#""delta":"is.","logprobs":[],"sequence_number":4"#),
+        "reject" => edit(
+            &text,
+            r#""delta":"is.","logprobs":[],"sequence_number":5"#,
+            r#""delta":"is.","logprobs":[],"sequence_number":4"#,
+        ),
         _ => text,
     }
 }
@@ -943,13 +961,26 @@ fn openai_rows(m: &mut Matrix, s: &Session) {
 /// are not (they keep their object, the malformed count `null`).
 fn responses_rows(m: &mut Matrix) {
     let id = "resp_68f0c2a1b3d4e5f60718293a4b5c6d7e";
-    let reply = |id: Value, usage: Value| Expect::Seen(json!({"id": id, "text": "Paris.", "usage": usage}));
+    let reply =
+        |id: Value, usage: Value| Expect::Seen(json!({"id": id, "text": "Paris.", "usage": usage}));
     let usage = |input: Value, cached: Value| json!({"input_tokens": input, "output_tokens": 3, "total_tokens": 17, "cached_tokens": cached});
-    m.row("responses.valid", reply(json!(id), usage(json!(14), json!(0))));
-    m.row("responses.figure", reply(json!(id), usage(json!(null), json!(0))));
-    m.row("responses.details", reply(json!(id), usage(json!(14), json!(null))));
+    m.row(
+        "responses.valid",
+        reply(json!(id), usage(json!(14), json!(0))),
+    );
+    m.row(
+        "responses.figure",
+        reply(json!(id), usage(json!(null), json!(0))),
+    );
+    m.row(
+        "responses.details",
+        reply(json!(id), usage(json!(14), json!(null))),
+    );
     m.row("responses.collapse", reply(json!(id), json!(null)));
-    m.row("responses.id", reply(json!(null), usage(json!(14), json!(0))));
+    m.row(
+        "responses.id",
+        reply(json!(null), usage(json!(14), json!(0))),
+    );
     m.row(
         "responses.reject",
         Expect::Raised("InternalServerError", "response_item_invalid"),
@@ -962,9 +993,13 @@ fn responses_rows(m: &mut Matrix) {
     );
     m.row(
         "responses.format-invalid",
-        Expect::Seen(json!({"text": "The city is Paris.", "output": "invalid", "reason": "invalid_json"})),
+        Expect::Seen(
+            json!({"text": "The city is Paris.", "output": "invalid", "reason": "invalid_json"}),
+        ),
     );
-    let streamed = |usage: Value| Expect::Seen(json!({"deltas": ["Par", "is."], "text": "Paris.", "usage": usage}));
+    let streamed = |usage: Value| {
+        Expect::Seen(json!({"deltas": ["Par", "is."], "text": "Paris.", "usage": usage}))
+    };
     let usage = |input: Value| json!({"input_tokens": input, "output_tokens": 3, "total_tokens": 17, "cached_tokens": 0});
     m.row("responses-stream.valid", streamed(usage(json!(14))));
     m.row("responses-stream.figure", streamed(usage(json!(null))));
@@ -1171,7 +1206,11 @@ async fn python_openai() {
 async fn python_openai_responses() {
     let s = Session::start().await;
     let Some(mut m) = s
-        .python("python openai responses", "openai_responses_app.py", &["openai"])
+        .python(
+            "python openai responses",
+            "openai_responses_app.py",
+            &["openai"],
+        )
         .await
     else {
         return;
@@ -1369,7 +1408,11 @@ async fn node_openai() {
 async fn node_openai_responses() {
     let s = Session::start().await;
     let Some(mut m) = s
-        .node("node openai responses", "openai_responses_app.mjs", "openai")
+        .node(
+            "node openai responses",
+            "openai_responses_app.mjs",
+            "openai",
+        )
         .await
     else {
         return;

@@ -126,7 +126,10 @@ fn check_response(root: &Object<'_>, at: &str) -> Result<(), Violation> {
         if object.string().as_deref() != Some("response") {
             return Err(invariants::violation(
                 "response_object_invalid",
-                format!("{at}object should be \"response\", got {}", short(object.text())),
+                format!(
+                    "{at}object should be \"response\", got {}",
+                    short(object.text())
+                ),
             ));
         }
     }
@@ -226,7 +229,10 @@ fn short(text: &str) -> String {
 /// The output items of a response object that are function calls (`type:
 /// "function_call"`), in order: what a tool-call judgement reads (their
 /// `name`, `call_id` and `arguments` are strings once the payload passed).
-#[allow(dead_code, reason = "the tool-call judgement reads it (issue 22, part 2)")]
+#[allow(
+    dead_code,
+    reason = "the tool-call judgement reads it (issue 22, part 2)"
+)]
 pub(crate) fn function_calls<'a>(response: &Object<'a>) -> Vec<Object<'a>> {
     output_items(response, "function_call")
 }
@@ -414,7 +420,12 @@ impl Events {
 
     /// An event carrying a response object: its payload, and its figures
     /// under `/response`.
-    fn response(&mut self, data: &[u8], event: &Object<'_>, kind: &str) -> Result<Judgement, Violation> {
+    fn response(
+        &mut self,
+        data: &[u8],
+        event: &Object<'_>,
+        kind: &str,
+    ) -> Result<Judgement, Violation> {
         let response = event
             .present("response")
             .and_then(|r| r.object())
