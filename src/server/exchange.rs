@@ -164,8 +164,11 @@ async fn exchange(
         })?;
     routed(record, route);
     let path = route.upstream.path(matched.rest);
+    // The dialect's table decides by method: every POST it names, and the
+    // few reads it names (a GET answering the same object as a POST).
     let endpoint = match parts.method {
         Method::POST => route.dialect.endpoint(&path),
+        Method::GET => route.dialect.read(&path, parts.uri.query()),
         _ => None,
     };
     injected_panic("exchange", &record.request_id);
