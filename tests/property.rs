@@ -1176,6 +1176,19 @@ impl Work<'_> {
             (Some(StreamKind::Ollama { .. }), 0) => first.unwrap_or_default(),
             (Some(StreamKind::Ollama { .. }), 1) => [&b"{\"done\":true}"[..], end].concat(),
             (Some(StreamKind::Ollama { .. }), _) => [&b"{}"[..], end].concat(),
+            (Some(StreamKind::Responses), 0) => first.unwrap_or_default(),
+            (Some(StreamKind::Responses), 1) => {
+                let delta = br#"data: {"type":"response.output_text.delta","sequence_number":999999,"delta":"x"}"#;
+                [
+                    &b"event: response.output_text.delta"[..],
+                    end,
+                    &delta[..],
+                    end,
+                    end,
+                ]
+                .concat()
+            }
+            (Some(StreamKind::Responses), _) => [&b"data: {}"[..], end, end].concat(),
             _ => return self.step("no end to go past".into(), "none", Class::Harmless),
         };
         if event.is_empty() {

@@ -432,6 +432,19 @@ pub const OPENAI_CHAT: Figures = &[
     ("/usage/prompt_tokens_details/*", Count),
     ("/usage/completion_tokens_details/*", Count),
 ];
+/// The Responses API's response object (whole, and under `/response` in
+/// the stream's events that carry one): `usage` may collapse; its two
+/// details records keep their object (the openai SDKs' types need them).
+pub const OPENAI_RESPONSES: Figures = &[
+    ("/usage/input_tokens_details", Required),
+    ("/usage/output_tokens_details", Required),
+    ("/id", Id),
+    ("/usage/input_tokens", Count),
+    ("/usage/output_tokens", Count),
+    ("/usage/total_tokens", Count),
+    ("/usage/input_tokens_details/*", Count),
+    ("/usage/output_tokens_details/*", Count),
+];
 pub const OLLAMA_EMBED: Figures = &[
     ("/prompt_eval_count", Count),
     ("/total_duration", Count),
@@ -504,6 +517,9 @@ pub enum StreamKind {
     Ollama {
         chat: bool,
     },
+    /// The Responses API: named events by `type`, no `[DONE]`; a terminal
+    /// event (`response.completed`, `.incomplete`, `.failed`) ends it.
+    Responses,
 }
 
 /// A checked endpoint: its body figures, header figures and stream judge.
@@ -533,6 +549,15 @@ pub fn endpoint(dialect: &str, path: &str) -> Option<Endpoint> {
     };
     let ends = |suffix: &str| path.ends_with(suffix);
     match dialect {
+        "openai"
+            if ends("/responses")
+                || (path.contains("/responses/") && ends("/cancel"))
+                || path
+                    .rsplit_once("/responses/")
+                    .is_some_and(|(_, id)| !id.contains('/')) =>
+        {
+            streamed(OPENAI_RESPONSES, StreamKind::Responses)
+        }
         "openai" if ends("/chat/completions") || ends("/completions") => {
             streamed(OPENAI_CHAT, StreamKind::OpenAi)
         }
@@ -1240,6 +1265,55 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                     },
                 }
             }
+            StreamKind::Responses => {
+                const CARRY: [&str; 6] = [
+                    "response.created",
+                    "response.in_progress",
+                    "response.queued",
+                    "response.completed",
+                    "response.incomplete",
+                    "response.failed",
+                ];
+                const TERMINAL: [&str; 3] = [
+                    "response.completed",
+                    "response.incomplete",
+                    "response.failed",
+                ];
+                match parse_sse(raw).data {
+                    None => Rule::Untouched,
+                    Some(_) if done => Rule::Breaks("stream_after_done"),
+                    Some(data) => match Doc::parse(&data) {
+                        Some(doc) if doc.nodes[0].kind == Kind::Object => {
+                            let kind = doc
+                                .child(0, "type")
+                                .filter(|n| doc.nodes[*n].kind == Kind::String)
+                                .map(|n| data[doc.nodes[n].value.clone()].to_vec());
+                            let kind = kind
+                                .map(|k| String::from_utf8_lossy(&k).trim_matches('"').to_string());
+                            match kind {
+                                None => Rule::Breaks("response_event_invalid"),
+                                Some(kind) if CARRY.contains(&kind.as_str()) => {
+                                    match doc.child(0, "response") {
+                                        Some(r) if doc.nodes[r].kind == Kind::Object => {
+                                            done = TERMINAL.contains(&kind.as_str());
+                                            Rule::Figures {
+                                                data,
+                                                prefix: "/response",
+                                                figures: OPENAI_RESPONSES,
+                                            }
+                                        }
+                                        _ => Rule::Breaks("response_event_invalid"),
+                                    }
+                                }
+                                // Sequence numbers and items are judged,
+                                // beyond what the oracle models.
+                                Some(_) => Rule::Unmodeled { figures: None },
+                            }
+                        }
+                        _ => Rule::Breaks("invalid_json"),
+                    },
+                }
+            }
             StreamKind::Ollama { chat } => {
                 let data = ndjson_data(raw);
                 if data.iter().all(u8::is_ascii_whitespace) {
@@ -1295,7 +1369,7 @@ pub fn error_event_code(kind: StreamKind, raw: &[u8]) -> Option<String> {
     };
     match kind {
         StreamKind::OpenAi => json(parse_sse(raw).data).and_then(|v| code(&v["error"])),
-        StreamKind::Anthropic => {
+        StreamKind::Anthropic | StreamKind::Responses => {
             let event = parse_sse(raw);
             if event.name.as_deref() != Some("error") {
                 return None;
