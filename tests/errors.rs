@@ -287,7 +287,8 @@ async fn a_stream_silent_before_its_first_byte_is_a_timeout() {
 }
 
 #[tokio::test]
-/// An endpoint no dialect checks is relayed as it comes; a fault cuts it
+/// An endpoint no dialect checks (the Assistants API's streamed run) is
+/// relayed as it comes; a fault cuts it
 /// (checked streams end with an error event instead: tests/streams.rs).
 async fn a_stream_that_goes_silent_is_ended_counted_and_logged() {
     let upstream = Upstream::start(|_| {
@@ -311,7 +312,7 @@ async fn a_stream_that_goes_silent_is_ended_counted_and_logged() {
         "",
         &route("openai", "/openai", &upstream.url(), "openai", FAST),
     ));
-    let request = Request::post(probity.url("/openai/v1/responses"))
+    let request = Request::post(probity.url("/openai/v1/threads/runs"))
         .body(Full::new(Bytes::from_static(b"{\"stream\":true}")))
         .unwrap();
     let response = within("head", client().request(request)).await.unwrap();
