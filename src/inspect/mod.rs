@@ -15,6 +15,7 @@ mod jina;
 mod ollama;
 mod openai;
 mod passthrough;
+pub(crate) mod realtime;
 pub(crate) mod stream;
 mod tei;
 mod voyage;
@@ -90,6 +91,13 @@ pub trait Dialect: Send + Sync {
     /// (`/openai/deployments/x/embeddings`) does not hide an endpoint.
     fn endpoint(&self, _path: &str) -> Option<&'static Endpoint> {
         None
+    }
+
+    /// Whether a WebSocket upgrade to this path (as sent upstream) is a
+    /// Realtime session probity tunnels (`inspect::realtime`); every other
+    /// upgrade is refused.
+    fn realtime(&self, _path: &str) -> bool {
+        false
     }
 }
 

@@ -120,6 +120,10 @@ impl Dialect for OpenAi {
             None
         }
     }
+
+    fn realtime(&self, path: &str) -> bool {
+        path.ends_with("/realtime")
+    }
 }
 
 /// `data` holds one vector per input, floats or (with `encoding_format:

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
-use http::{request, response, HeaderMap, Method, Request, Response};
+use http::{request, response, HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -36,6 +36,7 @@ use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
 use super::head;
 use super::held::{Delivery, Holder, Reserved};
+use super::tunnel;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
@@ -83,11 +84,12 @@ pub(super) async fn handle(
         span: (shared.tracer.as_ref()).and_then(|t| t.request(request.headers(), request.method())),
     };
     let mut reserved = None;
+    let mut opened = None;
     let outcome = CatchPanic::new(exchange(
         &shared,
         request,
         address,
-        &mut reserved,
+        (&mut reserved, &mut opened),
         &mut record,
     ))
     .await;
@@ -101,6 +103,10 @@ pub(super) async fn handle(
         }
     };
     record.status = response.status();
+    if let (Some(pending), StatusCode::SWITCHING_PROTOCOLS) = (opened, response.status()) {
+        tokio::spawn(pending.run(record, shared.tunnels.clone()));
+        return Ok(response.map(|_| ResponseBody::switched()));
+    }
     let share = match response.body() {
         Payload::Whole(Some(bytes)) => {
             let holder = Holder::of(record.client.as_deref(), address);
@@ -121,17 +127,17 @@ pub(super) async fn handle(
 }
 
 /// The request filter, then the phases after it; `address` is the client's
-/// (`head::client_address`), and an inspected request's guess at its answer
-/// is left in `reserved`.
+/// (`head::client_address`), an inspected request's guess at its answer
+/// is left in `reserved`, and a WebSocket tunnel to run in `opened`.
 async fn exchange(
     shared: &Shared,
     request: Request<Incoming>,
     address: Option<std::net::IpAddr>,
-    reserved: &mut Option<Reserved>,
+    (reserved, opened): (&mut Option<Reserved>, &mut Option<tunnel::Pending>),
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (mut parts, body) = request.into_parts();
-    head::check(&parts)?;
+    let upgrade = head::check(&parts)?.map(|protocol| tunnel::Asked::take(protocol, &mut parts));
     let peer = parts.extensions.get::<head::Peer>().copied();
     head::clean(&mut parts.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
@@ -163,6 +169,11 @@ async fn exchange(
             }
         })?;
     routed(record, route);
+    if let Some(asked) = upgrade {
+        let (response, pending) = tunnel::open(route, &parts, matched.rest, asked, record).await?;
+        *opened = pending;
+        return Ok(response);
+    }
     let path = route.upstream.path(matched.rest);
     let endpoint = match parts.method {
         Method::POST => route.dialect.endpoint(&path),
