@@ -73,7 +73,11 @@ pub(crate) async fn upgrade(
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-        if !websocket || !upgraded || headers.get(SEC_WEBSOCKET_ACCEPT) != Some(&HeaderValue::from_str(&accept).unwrap_or(HeaderValue::from_static("-"))) {
+        if !websocket
+            || !upgraded
+            || headers.get(SEC_WEBSOCKET_ACCEPT)
+                != Some(&HeaderValue::from_str(&accept).unwrap_or(HeaderValue::from_static("-")))
+        {
             return Err(ForwardError::Reset {
                 upstream: upstream.display.clone(),
                 cause: "its 101 answer is not a WebSocket handshake's (Upgrade, Connection or \

@@ -115,20 +115,32 @@ mod tests {
     #[test]
     fn a_malformed_figure_is_nulled_and_nothing_else_changes() {
         let (frame, out) = judged(&DONE.replace(r#""input_tokens":12"#, r#""input_tokens":"12""#));
-        assert_eq!(out, DONE.replace(r#""input_tokens":12"#, r#""input_tokens":null"#));
+        assert_eq!(
+            out,
+            DONE.replace(r#""input_tokens":12"#, r#""input_tokens":null"#)
+        );
         assert_eq!(frame.judgement.pointers, ["/response/usage/input_tokens"]);
         assert_eq!(frame.judgement.tokens, [("total", 30), ("output", 18)]);
     }
 
     #[test]
     fn a_nested_details_record_is_judged_member_by_member() {
-        let bad = DONE.replace(r#"{"text_tokens":0,"audio_tokens":0}"#, r#"{"text_tokens":-1,"audio_tokens":0}"#);
+        let bad = DONE.replace(
+            r#"{"text_tokens":0,"audio_tokens":0}"#,
+            r#"{"text_tokens":-1,"audio_tokens":0}"#,
+        );
         let (frame, out) = judged(&bad);
         assert_eq!(
             frame.judgement.pointers,
             ["/response/usage/input_token_details/cached_tokens_details/text_tokens"]
         );
-        assert_eq!(out, DONE.replace(r#"{"text_tokens":0,"audio_tokens":0}"#, r#"{"text_tokens":null,"audio_tokens":0}"#));
+        assert_eq!(
+            out,
+            DONE.replace(
+                r#"{"text_tokens":0,"audio_tokens":0}"#,
+                r#"{"text_tokens":null,"audio_tokens":0}"#
+            )
+        );
         // A details record that is not an object is nulled whole, once.
         let bad = DONE.replace(r#"{"text_tokens":0,"audio_tokens":0}"#, r#""none""#);
         let (frame, _) = judged(&bad);
@@ -142,18 +154,26 @@ mod tests {
     fn the_response_itself_is_never_nulled_for_its_figures() {
         let text = r#"{"type":"response.done","response":{"id":7,"status":"completed"}}"#;
         let (frame, out) = judged(text);
-        assert_eq!(out, r#"{"type":"response.done","response":{"id":null,"status":"completed"}}"#);
+        assert_eq!(
+            out,
+            r#"{"type":"response.done","response":{"id":null,"status":"completed"}}"#
+        );
         assert_eq!(frame.judgement.pointers, ["/response/id"]);
     }
 
     #[test]
     fn other_frames_pass_and_errors_are_named() {
-        for text in ["not json", "[1]", r#"{"type":"response.output_text.delta","delta":"hi"}"#] {
+        for text in [
+            "not json",
+            "[1]",
+            r#"{"type":"response.output_text.delta","delta":"hi"}"#,
+        ] {
             let (frame, _) = judged(text);
             assert_eq!(frame.kind, Kind::Other);
             assert!(frame.rewritten.is_none());
         }
-        let (frame, _) = judged(r#"{"type":"error","error":{"type":"invalid_request_error","message":"no"}}"#);
+        let (frame, _) =
+            judged(r#"{"type":"error","error":{"type":"invalid_request_error","message":"no"}}"#);
         assert_eq!(frame.kind, Kind::Error);
     }
 }

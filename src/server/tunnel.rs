@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http::header::{
-    HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_EXTENSIONS,
-    SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, SEC_WEBSOCKET_VERSION, UPGRADE,
+    HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_EXTENSIONS, SEC_WEBSOCKET_KEY,
+    SEC_WEBSOCKET_PROTOCOL, SEC_WEBSOCKET_VERSION, UPGRADE,
 };
 use http::{request, Method, Response, Version};
 use hyper::upgrade::{OnUpgrade, Upgraded};
@@ -214,7 +214,10 @@ pub(super) async fn open(
         client: on_upgrade,
         upstream: io,
         route: route.clone(),
-        slot: client.extensions.get::<Arc<super::ConnectionSlot>>().cloned(),
+        slot: client
+            .extensions
+            .get::<Arc<super::ConnectionSlot>>()
+            .cloned(),
     };
     Ok((response, Some(pending)))
 }
@@ -288,8 +291,8 @@ impl Pending {
             telemetry::request_finished(&record, 0, Ending::ClientGone);
             return;
         };
-        let limit = usize::try_from(self.route.upstream.limits.max_response_bytes)
-            .unwrap_or(usize::MAX);
+        let limit =
+            usize::try_from(self.route.upstream.limits.max_response_bytes).unwrap_or(usize::MAX);
         let config = WebSocketConfig::default()
             .max_message_size(Some(limit))
             .max_frame_size(Some(limit));
@@ -448,7 +451,7 @@ impl Relay<'_> {
         let _ = self
             .client
             .send(close(
-                CloseCode::Bad(1014),
+                CloseCode::Error,
                 "probity: the upstream connection was reset",
             ))
             .await;
@@ -457,7 +460,10 @@ impl Relay<'_> {
     }
 
     /// A server text frame, judged: figures nulled, usage and errors counted.
-    fn judged(&self, text: tokio_tungstenite::tungstenite::Utf8Bytes) -> tokio_tungstenite::tungstenite::Utf8Bytes {
+    fn judged(
+        &self,
+        text: tokio_tungstenite::tungstenite::Utf8Bytes,
+    ) -> tokio_tungstenite::tungstenite::Utf8Bytes {
         let frame = realtime::judge_server_text(text.as_bytes());
         let route = &self.route.name;
         match frame.kind {
@@ -524,7 +530,9 @@ mod tests {
         let mut headers = http::HeaderMap::new();
         headers.insert(
             SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static("realtime, openai-insecure-api-key.sk-x, openai-beta.realtime-v1"),
+            HeaderValue::from_static(
+                "realtime, openai-insecure-api-key.sk-x, openai-beta.realtime-v1",
+            ),
         );
         strip_key_protocol(&mut headers);
         assert_eq!(
