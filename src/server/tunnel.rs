@@ -349,8 +349,8 @@ impl Relay<'_> {
     async fn run(&mut self, closing: &mut watch::Receiver<bool>) -> Ending {
         loop {
             let step = tokio::select! {
-                message = self.client.next() => self.from_client(message).await,
-                message = self.upstream.next() => self.from_upstream(message).await,
+                message = self.client.next() => self.relay_client(message).await,
+                message = self.upstream.next() => self.relay_upstream(message).await,
                 Ok(()) = closing.changed() => {
                     self.close_both(CloseCode::Away, SHUTTING_DOWN).await;
                     Step::Ended(Ending::Cut("drain"))
@@ -364,7 +364,7 @@ impl Relay<'_> {
 
     /// A client frame passes as it is; a close is relayed and the
     /// upstream's answer awaited.
-    async fn from_client(&mut self, message: Option<Result<Message, WsError>>) -> Step {
+    async fn relay_client(&mut self, message: Option<Result<Message, WsError>>) -> Step {
         match message {
             Some(Ok(Message::Close(frame))) => {
                 let _ = self.client.flush().await;
@@ -396,7 +396,7 @@ impl Relay<'_> {
 
     /// An upstream frame: a text frame judged (and rewritten when a figure
     /// is malformed), any other as it is; a close relayed.
-    async fn from_upstream(&mut self, message: Option<Result<Message, WsError>>) -> Step {
+    async fn relay_upstream(&mut self, message: Option<Result<Message, WsError>>) -> Step {
         let message = match message {
             Some(Ok(Message::Text(text))) => Message::Text(self.judged(text)),
             Some(Ok(Message::Close(frame))) => {
