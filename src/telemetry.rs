@@ -98,10 +98,7 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         TOKENS_TOTAL,
         "Tokens as reported by providers, counted only from well-formed figures."
     );
-    describe_counter!(
-        REALTIME_ERRORS_TOTAL,
-        "Realtime `error` events the upstream sent through a WebSocket tunnel, by route."
-    );
+    describe_tunnels();
     describe_histogram!(
         TIME_TO_FIRST_BYTE_SECONDS,
         Unit::Seconds,
@@ -147,6 +144,14 @@ fn build_info() {
         "Always 1, labelled with the running probity version."
     );
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// What WebSocket tunnels (Realtime sessions) count of their own.
+fn describe_tunnels() {
+    describe_counter!(
+        REALTIME_ERRORS_TOTAL,
+        "Realtime `error` events the upstream sent through a WebSocket tunnel, by route."
+    );
 }
 
 /// What shows a limit at work, or a leak.

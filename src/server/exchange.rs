@@ -137,7 +137,7 @@ async fn exchange(
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (mut parts, body) = request.into_parts();
-    let upgrade = head::check(&parts)?.map(|protocol| tunnel::Asked::take(protocol, &mut parts));
+    let upgrade = head::check(&parts)?.map(|asked| tunnel::Asked::take(asked, &mut parts, opened));
     let peer = parts.extensions.get::<head::Peer>().copied();
     head::clean(&mut parts.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
@@ -170,9 +170,7 @@ async fn exchange(
         })?;
     routed(record, route);
     if let Some(asked) = upgrade {
-        let (response, pending) = tunnel::open(route, &parts, matched.rest, asked, record).await?;
-        *opened = pending;
-        return Ok(response);
+        return tunnel::open(route, &parts, matched.rest, asked, record).await;
     }
     let path = route.upstream.path(matched.rest);
     let endpoint = match parts.method {

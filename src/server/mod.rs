@@ -304,24 +304,33 @@ impl Probity {
         drop(self.proxy);
         let in_flight = connections.active.load(Ordering::Relaxed);
         tracing::info!(connections = in_flight, "draining");
-        let requests = async {
-            match tokio::time::timeout(self.drain_timeout, graceful.shutdown()).await {
-                Ok(()) => tracing::info!("drained: every request in flight completed"),
-                Err(_) => tracing::warn!(
-                    connections = connections.active.load(Ordering::Relaxed),
-                    drain_timeout_ms = self.drain_timeout.as_millis() as u64,
-                    "drain timeout reached: closing the connections still open"
-                ),
-            }
-        };
         // A tunnel left its HTTP connection at the switch: waited for apart.
-        tokio::join!(requests, self.shared.tunnels.drain(deadline));
+        tokio::join!(
+            drain_requests(graceful, &connections, self.drain_timeout),
+            self.shared.tunnels.drain(deadline)
+        );
         // Captures of the requests just finished, within what is left.
         self.shared.captures.drain(deadline).await;
         if let Some(tracer) = &self.shared.tracer {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             tracer.flush(left).await;
         }
+    }
+}
+
+/// Waits for the requests in flight, `drain_timeout` at most.
+async fn drain_requests(
+    graceful: GracefulShutdown,
+    connections: &memory::Connections,
+    drain_timeout: Duration,
+) {
+    match tokio::time::timeout(drain_timeout, graceful.shutdown()).await {
+        Ok(()) => tracing::info!("drained: every request in flight completed"),
+        Err(_) => tracing::warn!(
+            connections = connections.active.load(Ordering::Relaxed),
+            drain_timeout_ms = drain_timeout.as_millis() as u64,
+            "drain timeout reached: closing the connections still open"
+        ),
     }
 }
 

@@ -124,18 +124,25 @@ impl Drop for Open {
     }
 }
 
-/// An upgrade a request asks for: its protocol, and the client's side of
-/// the switch (taken from the request before it is routed).
-pub(super) struct Asked {
+/// An upgrade a request asks for: its protocol, the client's side of the
+/// switch (taken from the request before it is routed), and where the
+/// tunnel to run is left for the handler.
+pub(super) struct Asked<'a> {
     protocol: String,
     on_upgrade: Option<OnUpgrade>,
+    opened: &'a mut Option<Pending>,
 }
 
-impl Asked {
-    pub(super) fn take(protocol: String, client: &mut request::Parts) -> Self {
+impl<'a> Asked<'a> {
+    pub(super) fn take(
+        protocol: String,
+        client: &mut request::Parts,
+        opened: &'a mut Option<Pending>,
+    ) -> Self {
         Self {
             protocol,
             on_upgrade: client.extensions.remove::<OnUpgrade>(),
+            opened,
         }
     }
 }
@@ -148,12 +155,13 @@ pub(super) async fn open(
     route: &Arc<Route>,
     client: &request::Parts,
     rest: &str,
-    asked: Asked,
+    asked: Asked<'_>,
     record: &mut RequestRecord,
-) -> Result<(Response<Payload>, Option<Pending>), ProxyError> {
+) -> Result<Response<Payload>, ProxyError> {
     let Asked {
         protocol,
         on_upgrade,
+        opened,
     } = asked;
     let path = route.upstream.path(rest);
     let tunnelled = protocol.trim().eq_ignore_ascii_case("websocket")
@@ -184,9 +192,10 @@ pub(super) async fn open(
         Handshake::Switched(parts, io) => (parts, io),
         Handshake::Refused(parts, body) => {
             record.upstream_status = Some(parts.status);
-            return Ok((
-                respond(parts, &record.request_id, Payload::Whole(Some(body))),
-                None,
+            return Ok(respond(
+                parts,
+                &record.request_id,
+                Payload::Whole(Some(body)),
             ));
         }
     };
@@ -210,7 +219,7 @@ pub(super) async fn open(
     if let Some(chosen) = chosen {
         headers.insert(SEC_WEBSOCKET_PROTOCOL, chosen);
     }
-    let pending = Pending {
+    *opened = Some(Pending {
         client: on_upgrade,
         upstream: io,
         route: route.clone(),
@@ -218,8 +227,8 @@ pub(super) async fn open(
             .extensions
             .get::<Arc<super::ConnectionSlot>>()
             .cloned(),
-    };
-    Ok((response, Some(pending)))
+    });
+    Ok(response)
 }
 
 /// The upstream's handshake: the client's request as any other is
