@@ -243,11 +243,99 @@ fn contract_validation(c: &mut Criterion) {
     group.finish();
 }
 
+/// A chat stream and a Responses stream of the same length: `EVENTS`
+/// deltas of one token each, plus each dialect's framing events (chat: a
+/// role chunk, a finish chunk, the usage chunk and `[DONE]`; Responses:
+/// created, in_progress, the item and part events, and completed with the
+/// whole response and its usage), judged as the proxy judges a stream.
+fn stream_inspection(c: &mut Criterion) {
+    const EVENTS: usize = 200;
+    let config = load(DEFAULT_TOML, &inspect::names()).expect("default config");
+    let routes = RouteTable::build(&config, |_| None).expect("routes");
+    let mut chat = String::from("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764410400,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"usage\":null}\n\n");
+    for i in 0..EVENTS {
+        chat.push_str(&format!("data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764410400,\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token{i} \"}},\"finish_reason\":null}}],\"usage\":null}}\n\n"));
+    }
+    chat.push_str("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764410400,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n");
+    chat.push_str("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764410400,\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":200,\"total_tokens\":212,\"prompt_tokens_details\":{\"cached_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":0}}}\n\ndata: [DONE]\n\n");
+
+    let text: String = (0..EVENTS).map(|i| format!("token{i} ")).collect();
+    let response = |status: &str, output: &str, usage: &str| {
+        format!("{{\"id\":\"resp_bench\",\"object\":\"response\",\"created_at\":1764410400,\"status\":\"{status}\",\"model\":\"gpt-4.1-mini\",\"output\":[{output}],\"usage\":{usage}}}")
+    };
+    let item = format!("{{\"id\":\"msg_bench\",\"type\":\"message\",\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{{\"type\":\"output_text\",\"annotations\":[],\"text\":\"{text}\"}}]}}");
+    let mut events = vec![
+        ("response.created", format!("\"response\":{}", response("in_progress", "", "null"))),
+        ("response.in_progress", format!("\"response\":{}", response("in_progress", "", "null"))),
+        ("response.output_item.added", "\"output_index\":0,\"item\":{\"id\":\"msg_bench\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}".to_string()),
+        ("response.content_part.added", "\"item_id\":\"msg_bench\",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"text\":\"\"}".to_string()),
+    ];
+    for i in 0..EVENTS {
+        events.push(("response.output_text.delta", format!("\"item_id\":\"msg_bench\",\"output_index\":0,\"content_index\":0,\"delta\":\"token{i} \",\"logprobs\":[]")));
+    }
+    events.push((
+        "response.output_item.done",
+        format!("\"output_index\":0,\"item\":{item}"),
+    ));
+    events.push(("response.completed", format!("\"response\":{}", response("completed", &item, "{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":200,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":212}"))));
+    let responses: String = events
+        .iter()
+        .enumerate()
+        .map(|(n, (kind, rest))| {
+            format!(
+                "event: {kind}\ndata: {{\"type\":\"{kind}\",{rest},\"sequence_number\":{n}}}\n\n"
+            )
+        })
+        .collect();
+
+    let mut group = c.benchmark_group("stream inspection (200 deltas)");
+    for (name, path, request, body) in [
+        (
+            "chat completions",
+            "/v1/chat/completions",
+            r#"{"model":"m","stream":true,"messages":[]}"#,
+            chat,
+        ),
+        (
+            "responses",
+            "/v1/responses",
+            r#"{"model":"m","stream":true,"input":"hi"}"#,
+            responses,
+        ),
+    ] {
+        let judged = probity::offline::judge(
+            &routes,
+            "openai",
+            path,
+            request.as_bytes(),
+            body.as_bytes(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(judged.outcome, "passed", "{name}");
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                probity::offline::judge(
+                    &routes,
+                    "openai",
+                    path,
+                    request.as_bytes(),
+                    black_box(body.as_bytes()),
+                    false,
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     route_lookup,
     header_filtering,
     embeddings_inspection,
-    contract_validation
+    contract_validation,
+    stream_inspection
 );
 criterion_main!(benches);

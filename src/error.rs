@@ -153,7 +153,8 @@ impl RequestError {
                         "{err}, and none is configured: set {variable} in probity's environment \
                          to a random token of at least 16 characters (e.g. `openssl rand -hex \
                          24`), restart probity (or send it SIGHUP), and send it as \
-                         `Authorization: Bearer <token>`; {open}"
+                         `Authorization: Bearer <token>` (or bind admin_listen to 127.0.0.1 to \
+                         read them from this host without one); {open}"
                     ),
                     AdminRefusal::Missing => format!(
                         "{err}: send `Authorization: Bearer <token>` with the value of \

@@ -24,6 +24,9 @@ pub mod fuzzing;
 pub mod inspect;
 pub(crate) mod invariants;
 pub(crate) mod json;
+/// The JSON scanner fed a body read by read, for its benchmark.
+#[doc(hidden)]
+pub use json::scan_in_reads;
 pub mod logs;
 pub mod offline;
 pub(crate) mod request_id;

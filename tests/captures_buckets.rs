@@ -435,35 +435,6 @@ mod bucket {
         }
     }
 
-    /// A CA and a certificate for 127.0.0.1 it signed, in `dir`.
-    fn private_ca(dir: &std::path::Path) {
-        let openssl = |args: &str| {
-            let out = Command::new("openssl")
-                .args(args.split_whitespace())
-                .current_dir(dir)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "openssl {args}: {out:?}");
-        };
-        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-        openssl(&format!(
-            "req -x509 {key} -days 2 -subj /CN=probity-test-CA -keyout ca.key -out ca.pem"
-        ));
-        openssl(&format!(
-            "req -new {key} -subj /CN=127.0.0.1 -keyout key.pem -out cert.csr"
-        ));
-        std::fs::write(
-            dir.join("cert.ext"),
-            "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n\
-             extendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        openssl(
-            "x509 -req -in cert.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-             -extfile cert.ext -out cert.pem",
-        );
-    }
-
     /// A TCP relay in front of a bucket server, which the test can take
     /// down (connection refused, live connections cut) and bring back on
     /// the same port while the server keeps what it holds.
@@ -628,6 +599,51 @@ mod bucket {
                 .await,
             None
         );
+    }
+
+    /// Server-side encryption is asked as object_store reads it from the
+    /// standard variables (`AWS_SERVER_SIDE_ENCRYPTION`, `AWS_SSE_KMS_KEY_ID`):
+    /// every object probity writes is stored under SSE-KMS with that key, as
+    /// the bucket itself reports, and is read back as it was.
+    #[cfg(feature = "s3")]
+    #[tokio::test]
+    async fn captures_in_s3_are_encrypted_with_the_configured_kms_key() {
+        const KEY_ID: &str = "arn:aws:kms:us-east-1:123456789012:key/probity-test-key";
+        let Some(server) = Server::start(Kind::S3).await else {
+            return;
+        };
+        let upstream = normalizing_upstream().await;
+        let config = server.config(&upstream, "");
+        let mut env = server.env();
+        env.push(("AWS_SERVER_SIDE_ENCRYPTION", "aws:kms".into()));
+        env.push(("AWS_SSE_KMS_KEY_ID", KEY_ID.into()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let probity = Probity::start_with_env(&config, &env);
+        let got = post(&probity.url("/openai/v1/embeddings"), EMBEDDINGS_REQUEST).await;
+        let id = got.header("x-request-id").unwrap().to_string();
+        until_written(&probity, 1.0).await;
+        let keys = server.keys().await;
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        // Read back with AWS's own SDK (boto3, which moto brings): S3 answers
+        // SSE-KMS objects to SigV4-signed requests only.
+        let script = "import boto3, json, sys\n\
+            s3 = boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1',\n\
+                aws_access_key_id='probity-test-key-id', aws_secret_access_key=sys.argv[2])\n\
+            print(json.dumps([s3.head_object(Bucket=sys.argv[3], Key=k) for k in sys.argv[4:]], default=str))";
+        let output = std::process::Command::new("python3")
+            .args(["-c", script, &server.url(), S3_SECRET, BUCKET])
+            .args(&keys)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let heads: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        for (key, head) in keys.iter().zip(heads.as_array().unwrap()) {
+            assert_eq!(head["ServerSideEncryption"], "aws:kms", "{key}: {head}");
+            assert_eq!(head["SSEKMSKeyId"], KEY_ID, "{key}: {head}");
+        }
+        let capture = probity.admin_get(&format!("/captures/{id}")).await;
+        assert_eq!(capture.status, 200);
+        assert_eq!(capture.body, embeddings_body(r#""4""#).as_bytes());
     }
 
     pub(super) async fn survives_a_restart(kind: Kind) {

@@ -387,19 +387,22 @@ fn the_compose_example_agrees_with_itself_and_with_probity() {
     assert!(mounts("grafana").iter().any(|m| m == mount), "{mount}");
 }
 
-/// Through the example's admin port (the container's configuration, which the
-/// Kubernetes Service and Compose publish): without the admin token nothing
-/// that reads an exchange or changes state is answered, while Prometheus's
-/// scrape and the probes are; with the token, all of it is.
+/// Through the example's admin port (the container's configuration, bound to
+/// every interface, which the Kubernetes Service and Compose publish):
+/// without the admin token nothing that reads an exchange or changes state
+/// is answered, while Prometheus's scrape and the probes are; with the
+/// token, all of it is.
 #[tokio::test]
 async fn the_examples_admin_port_reads_and_reloads_nothing_without_the_token() {
     let path = root().join(CONTAINER_CONFIG);
-    let launch = |token: &str| {
+    // The container binds every interface, as the Service and Compose
+    // reach it; the test's requests still go to this host alone.
+    let launch = |token: &str, admin: &str| {
         Probity::launch(
             &[std::ffi::OsStr::new("--config"), path.as_os_str()],
             &[
                 ("PROBITY_LISTEN", "127.0.0.1:0"),
-                ("PROBITY_ADMIN_LISTEN", "127.0.0.1:0"),
+                ("PROBITY_ADMIN_LISTEN", admin),
                 ("PROBITY_ADMIN_TOKEN", token),
             ],
             temp_path(".unused"),
@@ -441,9 +444,10 @@ async fn the_examples_admin_port_reads_and_reloads_nothing_without_the_token() {
         }
     };
 
-    // No token configured (the Secret absent): closed to everyone, whatever
-    // is presented, and the error says how to open it.
-    let closed = launch("");
+    // No token configured (the Secret absent), on every interface: closed
+    // to everyone, whatever is presented, and the error says how to open it.
+    let closed = launch("", "0.0.0.0:0");
+    assert!(closed.admin.ip().is_unspecified(), "{}", closed.admin);
     open(&closed).await;
     for (method, path) in guarded {
         for token in [None, Some(ADMIN_TOKEN)] {
@@ -468,8 +472,22 @@ async fn the_examples_admin_port_reads_and_reloads_nothing_without_the_token() {
     assert_eq!(shell.status, 200);
     assert!(shell.text().contains("id=\"login\""));
 
-    // A token configured: refused without it or with another, answered with it.
-    let probity = launch(ADMIN_TOKEN);
+    // No token, on loopback only (the binary's default listener): this
+    // host's tools read what only this host can reach.
+    let local = launch("", "127.0.0.1:0");
+    for (method, path) in guarded {
+        let got = ask(&local, method, path, None).await;
+        let want = if path.contains("some-request") {
+            404
+        } else {
+            200
+        };
+        assert_eq!(got.status, want, "{method} {path}: {}", got.text());
+    }
+
+    // A token configured: refused without it or with another, answered
+    // with it, wherever the listener is.
+    let probity = launch(ADMIN_TOKEN, "127.0.0.1:0");
     open(&probity).await;
     let wrong = "another-token-0123456789abcdef";
     for (method, path) in guarded {

@@ -518,35 +518,6 @@ mod bucket {
     const BUCKET: &str = "probity-captures";
     const CAPTURED_ANSWER: &[u8] = br#"{"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}], "model": "m", "usage": {"prompt_tokens": "4", "total_tokens": 4}}"#;
 
-    /// A CA and a certificate for 127.0.0.1 it signed, in `dir`.
-    fn private_ca(dir: &std::path::Path) {
-        let openssl = |args: &str| {
-            let out = Command::new("openssl")
-                .args(args.split_whitespace())
-                .current_dir(dir)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "openssl {args}: {out:?}");
-        };
-        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-        openssl(&format!(
-            "req -x509 {key} -days 2 -subj /CN=probity-test-CA -keyout ca.key -out ca.pem"
-        ));
-        openssl(&format!(
-            "req -new {key} -subj /CN=127.0.0.1 -keyout key.pem -out cert.csr"
-        ));
-        std::fs::write(
-            dir.join("cert.ext"),
-            "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n\
-             extendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        openssl(
-            "x509 -req -in cert.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-             -extfile cert.ext -out cert.pem",
-        );
-    }
-
     /// moto over HTTPS on its own port; killed and its folder removed on drop.
     struct Moto {
         child: std::process::Child,
@@ -683,7 +654,7 @@ mod bucket {
             }
         })
         .await;
-        let capture = get(&probity.admin_url(&format!("/captures/{id}"))).await;
+        let capture = probity.admin_get(&format!("/captures/{id}")).await;
         assert_eq!(capture.status, 200, "{}", capture.text());
         assert_eq!(capture.body, CAPTURED_ANSWER);
         let moto_authority = moto.url.trim_start_matches("https://").to_string();

@@ -53,7 +53,7 @@ use support::*;
 
 const DIALECTS: [&str; 4] = ["openai", "ollama", "anthropic", "gemini"];
 
-const INVARIANTS: [&str; 8] = [
+const INVARIANTS: [&str; 15] = [
     "invalid_json",
     "payload_missing",
     "choice_count_mismatch",
@@ -62,6 +62,13 @@ const INVARIANTS: [&str; 8] = [
     "content_block_invalid",
     "role_invalid",
     "stream_after_done",
+    "response_object_invalid",
+    "response_status_invalid",
+    "response_item_invalid",
+    "response_content_invalid",
+    "response_function_call_invalid",
+    "response_sequence_invalid",
+    "response_event_invalid",
 ];
 
 // ---------------------------------------------------------------- figure tables
@@ -103,6 +110,19 @@ const ANTHROPIC_DELTA: Figures = &[
     ("/usage/server_tool_use/*", Count, None),
 ];
 
+/// A Responses API response object, whole or under a stream event's
+/// `/response`: `usage` may be `null`, its two details records may not.
+const RESPONSES: Figures = &[
+    ("/usage/input_tokens_details", Required, None),
+    ("/usage/output_tokens_details", Required, None),
+    ("/id", Id, None),
+    ("/usage/input_tokens", Count, Some("input")),
+    ("/usage/output_tokens", Count, Some("output")),
+    ("/usage/total_tokens", Count, Some("total")),
+    ("/usage/input_tokens_details/*", Count, None),
+    ("/usage/output_tokens_details/*", Count, None),
+];
+
 /// Gemini's `GenerateContentResponse`, whole or one streamed chunk.
 const GEMINI: Figures = &[
     ("/responseId", Id, None),
@@ -129,11 +149,38 @@ enum Api {
     /// Gemini `…:streamGenerateContent`: SSE, or (without `alt=sse`) one
     /// JSON array of chunks, read whole.
     GeminiStream,
+    /// `POST /v1/responses`, whole or streamed.
+    Responses,
+    /// A stored response: `POST /v1/responses/{id}/cancel` (and `GET
+    /// /v1/responses/{id}`, which `tests/responses.rs` drives).
+    ResponsesStored,
 }
 
+/// The events of a Responses stream that carry a response object, and
+/// those of them that end it.
+const CARRY_RESPONSE: [&str; 6] = [
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+];
+const TERMINAL: [&str; 3] = [
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+];
+
 /// Every endpoint probity checks; any other passes unchecked.
-const ENDPOINTS: [(&str, &str, Api); 8] = [
+const ENDPOINTS: [(&str, &str, Api); 10] = [
     ("openai", "/v1/chat/completions", Api::Chat),
+    ("openai", "/v1/responses", Api::Responses),
+    (
+        "openai",
+        "/v1/responses/resp_68f0c2a1b3d4e5f60718293a4b5c6d7e/cancel",
+        Api::ResponsesStored,
+    ),
     ("openai", "/v1/completions", Api::Completions),
     ("ollama", "/api/chat", Api::OllamaChat),
     ("ollama", "/api/generate", Api::OllamaGenerate),
@@ -165,6 +212,7 @@ fn table(api: Api) -> Figures {
         Api::OllamaChat | Api::OllamaGenerate => OLLAMA,
         Api::Messages => ANTHROPIC,
         Api::GeminiGenerate | Api::GeminiStream => GEMINI,
+        Api::Responses | Api::ResponsesStored => RESPONSES,
     }
 }
 
@@ -189,7 +237,11 @@ fn framing(api: Api) -> Framing {
 /// `/message` of an Anthropic `message_start` is not part of the label.
 fn label_of(api: Api, pointer: &str) -> Option<&'static str> {
     let tables = stream_tables(api);
-    let candidates = [Some(pointer), pointer.strip_prefix("/message")];
+    let candidates = [
+        Some(pointer),
+        pointer.strip_prefix("/message"),
+        pointer.strip_prefix("/response"),
+    ];
     candidates.into_iter().flatten().find_map(|pointer| {
         tables
             .iter()
@@ -315,6 +367,7 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
                 return Err("payload_missing");
             }
         }
+        Api::Responses | Api::ResponsesStored => response_payload(root)?,
         Api::Messages => {
             let content = root
                 .get("content")
@@ -369,6 +422,74 @@ fn gemini_candidates(
         }
     }
     Ok(true)
+}
+
+/// A response object: `object` `"response"` when present, `status` (when
+/// present) a documented one, `output` an array of items each with a
+/// string `type`, checked by [`response_item`].
+fn response_payload(root: &serde_json::Map<String, Value>) -> Result<(), &'static str> {
+    let present = |key: &str| root.get(key).filter(|v| !v.is_null());
+    if present("object").is_some_and(|o| o != "response") {
+        return Err("response_object_invalid");
+    }
+    let statuses = [
+        "completed",
+        "incomplete",
+        "failed",
+        "in_progress",
+        "queued",
+        "cancelled",
+    ];
+    if let Some(status) = present("status") {
+        if !status.as_str().is_some_and(|s| statuses.contains(&s)) {
+            return Err("response_status_invalid");
+        }
+    }
+    let output = present("output")
+        .and_then(Value::as_array)
+        .ok_or("payload_missing")?;
+    output.iter().try_for_each(response_item)
+}
+
+/// An output item: a `message`'s `content` parts each with a string
+/// `type`, an `output_text` part's `text` a string; a `function_call`'s
+/// `name`, `call_id` and `arguments` strings.
+fn response_item(item: &Value) -> Result<(), &'static str> {
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|_| item.is_object())
+        .ok_or("response_item_invalid")?;
+    match kind {
+        "message" => {
+            let parts = item
+                .get("content")
+                .and_then(Value::as_array)
+                .ok_or("response_content_invalid")?;
+            for part in parts {
+                let sound = match part.get("type").and_then(Value::as_str) {
+                    Some("output_text") => part.get("text").is_some_and(Value::is_string),
+                    Some(_) => part.is_object(),
+                    None => false,
+                };
+                if !sound {
+                    return Err("response_content_invalid");
+                }
+            }
+            Ok(())
+        }
+        "function_call" => {
+            let strings = ["name", "call_id", "arguments"];
+            match strings
+                .iter()
+                .all(|k| item.get(*k).is_some_and(Value::is_string))
+            {
+                true => Ok(()),
+                false => Err("response_function_call_invalid"),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// An Ollama chat (`message` object) or generate (`response` string) object
@@ -522,6 +643,8 @@ struct StreamRule {
     choices: u64,
     done: bool,
     blocks: Vec<u64>,
+    /// A Responses stream's last delivered `sequence_number`.
+    sequence: Option<u64>,
 }
 
 enum EventVerdict {
@@ -539,6 +662,7 @@ impl StreamRule {
             choices: choices_asked(api, request),
             done: false,
             blocks: Vec::new(),
+            sequence: None,
         }
     }
 
@@ -625,6 +749,7 @@ impl StreamRule {
                 }
                 self.figures(event.data_range, "", GEMINI)
             }
+            Api::Responses | Api::ResponsesStored => self.responses_event(raw),
             Api::Messages => {
                 let event = parse_sse(raw);
                 let Some(data) = event.data else {
@@ -669,6 +794,54 @@ impl StreamRule {
         }
     }
 
+    /// A Responses event, by its data's `type`: `sequence_number` (when
+    /// present) a count above the last delivered one; a response object in
+    /// the events that carry one, its figures under `/response`; an output
+    /// item sound in `output_item.added` / `.done`; nothing after a
+    /// terminal event; every other type (`error` too) passes.
+    fn responses_event(&mut self, raw: &[u8]) -> EventVerdict {
+        use EventVerdict::*;
+        let event = parse_sse(raw);
+        let Some(data) = event.data else {
+            return Untouched;
+        };
+        if self.done {
+            return Broken("stream_after_done");
+        }
+        let Some(body) = json_object(&data) else {
+            return Broken("invalid_json");
+        };
+        let Some(kind) = body.get("type").and_then(Value::as_str) else {
+            return Broken("response_event_invalid");
+        };
+        let number = match body.get("sequence_number").filter(|v| !v.is_null()) {
+            None => None,
+            Some(n) => match n.as_u64() {
+                Some(n) if self.sequence.is_none_or(|last| n > last) => Some(n),
+                _ => return Broken("response_sequence_invalid"),
+            },
+        };
+        let verdict = if CARRY_RESPONSE.contains(&kind) {
+            let Some(response) = body.get("response").and_then(Value::as_object) else {
+                return Broken("response_event_invalid");
+            };
+            if let Err(invariant) = response_payload(response) {
+                return Broken(invariant);
+            }
+            self.done = TERMINAL.contains(&kind);
+            self.figures(event.data_range, "/response", RESPONSES)
+        } else if kind.starts_with("response.output_item.") {
+            match response_item(&body["item"]) {
+                Ok(()) => Untouched,
+                Err(invariant) => return Broken(invariant),
+            }
+        } else {
+            Untouched
+        };
+        self.sequence = number.or(self.sequence);
+        verdict
+    }
+
     fn figures(
         &self,
         data: Option<Range<usize>>,
@@ -695,7 +868,7 @@ fn json_object(data: &[u8]) -> Option<serde_json::Map<String, Value>> {
 
 /// The error event that ends a broken stream, in the stream's format, with
 /// `<message>` and `<request_id>` for what probity fills in.
-fn error_template(dialect: &str, api: Api, invariant: &str) -> String {
+fn error_template(dialect: &str, api: Api, invariant: &str, delivered: &[u8]) -> String {
     let object = format!(
         r#"{{"type":"provider_invalid_response","code":"{invariant}","message":"<message>","route":"{dialect}","request_id":"<request_id>"}}"#
     );
@@ -703,6 +876,15 @@ fn error_template(dialect: &str, api: Api, invariant: &str) -> String {
         Api::Chat | Api::Completions => format!("data: {{\"error\":{object}}}\n\n"),
         Api::Messages => {
             format!("event: error\ndata: {{\"type\":\"error\",\"error\":{object}}}\n\n")
+        }
+        // The Responses API's own error event, numbered after the last
+        // event delivered, the usual object under `error`.
+        Api::Responses | Api::ResponsesStored => {
+            let next = next_sequence(delivered);
+            format!(
+                r#"event: error
+data: {{"type":"error","code":"provider_invalid_response","message":"<message>","param":"{invariant}","sequence_number":{next},"error":{object}}}"#
+            ) + "\n\n"
         }
         Api::OllamaChat | Api::OllamaGenerate => {
             format!(
@@ -717,6 +899,16 @@ fn error_template(dialect: &str, api: Api, invariant: &str) -> String {
             ) + "\n\n"
         }
     }
+}
+
+/// The `sequence_number` after the highest one in the events delivered.
+fn next_sequence(delivered: &[u8]) -> u64 {
+    split_events(Framing::Sse, delivered)
+        .into_iter()
+        .filter_map(|range| parse_sse(&delivered[range]).data)
+        .filter_map(|data| json_object(&data)?.get("sequence_number")?.as_u64())
+        .max()
+        .map_or(0, |n| n + 1)
 }
 
 fn stream_verdict(
@@ -737,7 +929,8 @@ fn stream_verdict(
         match rule.event(raw) {
             EventVerdict::Untouched => client.extend_from_slice(raw),
             EventVerdict::Broken(invariant) => {
-                client.extend_from_slice(error_template(dialect, api, invariant).as_bytes());
+                let template = error_template(dialect, api, invariant, &client);
+                client.extend_from_slice(template.as_bytes());
                 return Expect {
                     outcome: Outcome::Rejected,
                     invariant: Some(invariant.to_string()),
@@ -976,7 +1169,11 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
         return;
     };
     let api = api_of(case).unwrap();
-    let template = error_template(&case.dialect, api, invariant);
+    // The error event is the expected stream's last.
+    let last = split_events(case.framing, want)
+        .last()
+        .map_or(0, |r| r.start);
+    let template = error_template(&case.dialect, api, invariant, &want[..last]);
     let Some(before) = want.strip_suffix(template.as_bytes()) else {
         return failed.push(format!(
             "the expected stream does not end with {template:?}"
@@ -993,7 +1190,7 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     let (head, tail) = match api {
         Api::Chat | Api::Completions => ("data: ", "\n\n"),
         Api::GeminiGenerate | Api::GeminiStream => ("data: ", "\n\n"),
-        Api::Messages => ("event: error\ndata: ", "\n\n"),
+        Api::Messages | Api::Responses | Api::ResponsesStored => ("event: error\ndata: ", "\n\n"),
         Api::OllamaChat | Api::OllamaGenerate => ("", "\n"),
     };
     let json = rest
@@ -1180,6 +1377,26 @@ fn required(api: Api, streamed: bool) -> &'static [&'static str] {
             "choice_index_invalid",
         ],
         (Api::GeminiGenerate, true) => &[],
+        (Api::Responses, false) => &[
+            "invalid_json",
+            "payload_missing",
+            "response_object_invalid",
+            "response_status_invalid",
+            "response_item_invalid",
+            "response_content_invalid",
+            "response_function_call_invalid",
+        ],
+        (Api::Responses, true) => &[
+            "invalid_json",
+            "stream_after_done",
+            "response_status_invalid",
+            "response_item_invalid",
+            "response_function_call_invalid",
+            "response_sequence_invalid",
+            "response_event_invalid",
+        ],
+        (Api::ResponsesStored, false) => &["response_status_invalid"],
+        (Api::ResponsesStored, true) => &[],
     }
 }
 
@@ -1270,7 +1487,7 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
     for (dialect, endpoint, api) in ENDPOINTS {
         // Gemini's generateContent never streams.
         let ways: &[bool] = match api {
-            Api::GeminiGenerate => &[false],
+            Api::GeminiGenerate | Api::ResponsesStored => &[false],
             _ => &[false, true],
         };
         for &streamed in ways {
@@ -1369,7 +1586,7 @@ fn the_mutations_cover_every_figure_of_every_table() {
         if api != Api::GeminiStream {
             tables.push((dialect, endpoint, "whole".into(), table(api)));
         }
-        if api == Api::GeminiGenerate {
+        if matches!(api, Api::GeminiGenerate | Api::ResponsesStored) {
             continue;
         }
         for (event, figures) in stream_tables(api) {

@@ -759,3 +759,44 @@ async fn a_crowd_sent_at_once_is_counted_before_its_answers_come() {
     assert_eq!(statuses, [200, 200, 503, 503, 503, 503, 503, 503]);
     assert_eq!(large.requests().len(), 3);
 }
+
+/// A close-delimited answer (no `Content-Length`: it ends when the
+/// upstream closes) is scanned read by read as it arrives. One string of
+/// 3.6 MB of `\u0078` escapes, written 1 KiB at a time, passes byte for
+/// byte. That each read's scan goes on where the last stopped is counted
+/// beside the scanner (`json::scan` tests); its speed is the `scan`
+/// benchmark's.
+#[tokio::test]
+async fn a_long_string_written_in_small_pieces_passes_byte_for_byte() {
+    let content = r"\u0078".repeat(600_000);
+    let body: &'static str = format!(
+        r#"{{"id": "chatcmpl-1", "object": "chat.completion", "created": 1764410400, "model": "m", "choices": [{{"index": 0, "message": {{"role": "assistant", "content": "{content}"}}, "finish_reason": "stop"}}], "usage": {{"prompt_tokens": 1, "completion_tokens": 600000, "total_tokens": 600001}}}}"#
+    )
+    .leak();
+    let (addr, accepted) = raw_upstream(move |mut stream: tokio::net::TcpStream| async move {
+        use tokio::io::AsyncWriteExt;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n";
+        if stream.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        for piece in body.as_bytes().chunks(1024) {
+            if stream.write_all(piece).await.is_err() {
+                return;
+            }
+            // Let probity read between writes, so the body comes in many reads.
+            tokio::task::yield_now().await;
+        }
+        let _ = stream.shutdown().await;
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &format!("http://{addr}"), "openai", ""),
+    ));
+    let request = r#"{"model": "m", "messages": [{"role": "user", "content": "x"}]}"#;
+    let got = post(&probity.url("/openai/v1/chat/completions"), request).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.text().len(), body.len());
+    assert!(got.text() == body, "the answer passed byte for byte");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

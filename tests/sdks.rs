@@ -93,6 +93,8 @@ fn provider(request: &Recorded) -> Reply {
         "/openai/v1/embeddings" => Reply::json(200, openai_embeddings(case, &body)),
         "/openai/v1/chat/completions" if streamed => sse(openai_chat_stream(case)),
         "/openai/v1/chat/completions" => Reply::json(200, openai_chat(case)),
+        "/openai/v1/responses" if streamed => sse(openai_responses_stream(case)),
+        "/openai/v1/responses" => Reply::json(200, openai_responses(case, &body)),
         "/anthropic/v1/messages" if streamed => sse(anthropic_stream(case)),
         "/anthropic/v1/messages" => Reply::json(200, anthropic_message(case)),
         // Ollama streams unless asked not to.
@@ -223,6 +225,144 @@ fn openai_chat_stream(case: &str) -> String {
             &text,
             r#""choices":[{"index":0,"delta":{},"#,
             r#""choices":[{"index":1,"delta":{},"#,
+        ),
+        _ => text,
+    }
+}
+
+/// A Responses API answer, as api.openai.com sends it (trimmed of the
+/// request echo the SDKs do not read).
+const OPENAI_RESPONSE: &str = r#"{
+  "id": "resp_68f0c2a1b3d4e5f60718293a4b5c6d7e",
+  "object": "response",
+  "created_at": 1764410400,
+  "status": "completed",
+  "error": null,
+  "incomplete_details": null,
+  "model": "gpt-4.1-mini-2025-04-14",
+  "output": [
+    {"id": "msg_68f0c2a2c4d5e6f7", "type": "message", "status": "completed", "role": "assistant",
+     "content": [{"type": "output_text", "annotations": [], "logprobs": [], "text": "Paris."}]}
+  ],
+  "parallel_tool_calls": true,
+  "store": true,
+  "text": {"format": {"type": "text"}},
+  "tool_choice": "auto",
+  "tools": [],
+  "usage": {"input_tokens": 14, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 17}
+}"#;
+
+/// The answer the contract rows and the Agents SDK ask for: `format` is
+/// JSON (`{"city": "Paris"}`) or, for `format-invalid`, prose; `agent` calls
+/// the tool once, then answers with what it returned.
+fn openai_responses(case: &str, request: &Value) -> String {
+    let body = OPENAI_RESPONSE;
+    match case {
+        "figure" => edit(body, r#""input_tokens": 14"#, r#""input_tokens": "14""#),
+        // The details record is required by the SDKs' types: it keeps its object.
+        "details" => edit(body, r#""cached_tokens": 0"#, r#""cached_tokens": "0""#),
+        // `usage` is optional (`Optional[ResponseUsage]`): it may collapse whole.
+        "collapse" => edit(
+            body,
+            r#"{"input_tokens": 14, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 17}"#,
+            r#"{"input_tokens": "14", "input_tokens_details": {"cached_tokens": -1}, "output_tokens": 3.0, "output_tokens_details": {"reasoning_tokens": "0"}, "total_tokens": -17}"#,
+        ),
+        "id" => edit(body, "resp_68f0c2a1b3d4e5f60718293a4b5c6d7e", ""),
+        // An output item without its `type`.
+        "reject" => edit(body, r#""type": "message", "#, ""),
+        "format" => edit(
+            body,
+            r#""text": "Paris.""#,
+            r#""text": "{\"city\": \"Paris\"}""#,
+        ),
+        "format-invalid" => edit(
+            body,
+            r#""text": "Paris.""#,
+            r#""text": "The city is Paris.""#,
+        ),
+        "agent" => {
+            // The second turn carries the tool's output back.
+            let answered = request["input"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output"));
+            match answered {
+                true => edit(
+                    body,
+                    r#""text": "Paris.""#,
+                    r#""text": "It is sunny in Paris.""#,
+                ),
+                false => edit(
+                    body,
+                    r#"{"id": "msg_68f0c2a2c4d5e6f7", "type": "message", "status": "completed", "role": "assistant",
+     "content": [{"type": "output_text", "annotations": [], "logprobs": [], "text": "Paris."}]}"#,
+                    r#"{"id": "fc_68f0c2a3d5e6f708", "type": "function_call", "status": "completed", "name": "get_weather", "call_id": "call_Qm3xV7bN2kL9pR4s", "arguments": "{\"city\": \"Paris\"}"}"#,
+                ),
+            }
+        }
+        "agent-figure" => edit(body, r#""output_tokens": 3"#, r#""output_tokens": -3"#),
+        _ => body.to_string(),
+    }
+}
+
+/// A streamed response: `Par` `is.` in two deltas, usage on
+/// `response.completed`.
+fn openai_responses_stream(case: &str) -> String {
+    let created = r#"{"id":"resp_68f0c2a1b3d4e5f6","object":"response","created_at":1764410400,"status":"in_progress","model":"gpt-4.1-mini-2025-04-14","output":[],"usage":null}"#;
+    let item = r#"{"id":"msg_68f0c2a2","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Paris."}]}"#;
+    let completed = format!(
+        r#"{{"id":"resp_68f0c2a1b3d4e5f6","object":"response","created_at":1764410400,"status":"completed","model":"gpt-4.1-mini-2025-04-14","output":[{item}],"usage":{{"input_tokens":14,"input_tokens_details":{{"cached_tokens":0}},"output_tokens":3,"output_tokens_details":{{"reasoning_tokens":0}},"total_tokens":17}}}}"#
+    );
+    let events = [
+        ("response.created".to_string(), format!(r#""response":{created}"#)),
+        ("response.in_progress".into(), format!(r#""response":{created}"#)),
+        (
+            "response.output_item.added".into(),
+            r#""output_index":0,"item":{"id":"msg_68f0c2a2","type":"message","status":"in_progress","role":"assistant","content":[]}"#.into(),
+        ),
+        (
+            "response.content_part.added".into(),
+            r#""item_id":"msg_68f0c2a2","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"text":""}"#.into(),
+        ),
+        (
+            "response.output_text.delta".into(),
+            r#""item_id":"msg_68f0c2a2","output_index":0,"content_index":0,"delta":"Par","logprobs":[]"#.into(),
+        ),
+        (
+            "response.output_text.delta".into(),
+            r#""item_id":"msg_68f0c2a2","output_index":0,"content_index":0,"delta":"is.","logprobs":[]"#.into(),
+        ),
+        (
+            "response.output_text.done".into(),
+            r#""item_id":"msg_68f0c2a2","output_index":0,"content_index":0,"text":"Paris.","logprobs":[]"#.into(),
+        ),
+        (
+            "response.content_part.done".into(),
+            r#""item_id":"msg_68f0c2a2","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"text":"Paris."}"#.into(),
+        ),
+        ("response.output_item.done".into(), format!(r#""output_index":0,"item":{item}"#)),
+        ("response.completed".into(), format!(r#""response":{completed}"#)),
+    ];
+    let text: String = events
+        .iter()
+        .enumerate()
+        .map(|(n, (kind, rest))| {
+            format!(
+                "event: {kind}\ndata: {{\"type\":\"{kind}\",{rest},\"sequence_number\":{n}}}\n\n"
+            )
+        })
+        .collect();
+    match case {
+        "figure" => edit(&text, r#""input_tokens":14"#, r#""input_tokens":"14""#),
+        "collapse" => edit(
+            &text,
+            r#""input_tokens":14,"input_tokens_details":{"cached_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":17"#,
+            r#""input_tokens":"14","input_tokens_details":{"cached_tokens":"0"},"output_tokens":"3","output_tokens_details":{"reasoning_tokens":-0},"total_tokens":1.7e1"#,
+        ),
+        // The second delta repeats the first one's number.
+        "reject" => edit(
+            &text,
+            r#""delta":"is.","logprobs":[],"sequence_number":5"#,
+            r#""delta":"is.","logprobs":[],"sequence_number":4"#,
         ),
         _ => text,
     }
@@ -545,7 +685,8 @@ impl Session {
 
 const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdks");
 /// How the Python SDKs are installed (.ci/run).
-const PIP: &str = "python3 -m pip install openai anthropic ollama cohere voyageai langchain-openai";
+const PIP: &str =
+    "python3 -m pip install openai anthropic ollama cohere voyageai langchain-openai openai-agents";
 /// How the Node SDKs are installed (.ci/run), at the versions pinned there.
 const NPM: &str = "npm ci --prefix tests/sdks/node";
 /// Longer than any script takes: past it, the script hangs.
@@ -814,6 +955,62 @@ fn openai_rows(m: &mut Matrix, s: &Session) {
     );
 }
 
+/// The Responses API's rows, the same in Python and Node: `responses.create`
+/// plain and with `text.format`, and `responses.stream`. `usage` is
+/// optional in both SDKs' types (it collapses whole), its details records
+/// are not (they keep their object, the malformed count `null`).
+fn responses_rows(m: &mut Matrix) {
+    let id = "resp_68f0c2a1b3d4e5f60718293a4b5c6d7e";
+    let reply =
+        |id: Value, usage: Value| Expect::Seen(json!({"id": id, "text": "Paris.", "usage": usage}));
+    let usage = |input: Value, cached: Value| json!({"input_tokens": input, "output_tokens": 3, "total_tokens": 17, "cached_tokens": cached});
+    m.row(
+        "responses.valid",
+        reply(json!(id), usage(json!(14), json!(0))),
+    );
+    m.row(
+        "responses.figure",
+        reply(json!(id), usage(json!(null), json!(0))),
+    );
+    m.row(
+        "responses.details",
+        reply(json!(id), usage(json!(14), json!(null))),
+    );
+    m.row("responses.collapse", reply(json!(id), json!(null)));
+    m.row(
+        "responses.id",
+        reply(json!(null), usage(json!(14), json!(0))),
+    );
+    m.row(
+        "responses.reject",
+        Expect::Raised("InternalServerError", "response_item_invalid"),
+    );
+    // The contract from `text.format`: the answer is judged, the body
+    // unchanged (`annotate`), the verdict in the headers.
+    m.row(
+        "responses.format",
+        Expect::Seen(json!({"text": "{\"city\": \"Paris\"}", "output": "valid", "reason": null})),
+    );
+    m.row(
+        "responses.format-invalid",
+        Expect::Seen(
+            json!({"text": "The city is Paris.", "output": "invalid", "reason": "invalid_json"}),
+        ),
+    );
+    let streamed = |usage: Value| {
+        Expect::Seen(json!({"deltas": ["Par", "is."], "text": "Paris.", "usage": usage}))
+    };
+    let usage = |input: Value| json!({"input_tokens": input, "output_tokens": 3, "total_tokens": 17, "cached_tokens": 0});
+    m.row("responses-stream.valid", streamed(usage(json!(14))));
+    m.row("responses-stream.figure", streamed(usage(json!(null))));
+    m.row("responses-stream.collapse", streamed(json!(null)));
+    // probity's error event: the SDK raises its message.
+    m.row(
+        "responses-stream.reject",
+        Expect::Raised("APIError", "response_sequence_invalid"),
+    );
+}
+
 /// Anthropic's rows, the same in Python and Node but for the class of the
 /// error a stream's error event raises.
 fn anthropic_rows(m: &mut Matrix, s: &Session, stream_error: &'static str) {
@@ -1006,6 +1203,50 @@ async fn python_openai() {
 }
 
 #[tokio::test]
+async fn python_openai_responses() {
+    let s = Session::start().await;
+    let Some(mut m) = s
+        .python(
+            "python openai responses",
+            "openai_responses_app.py",
+            &["openai"],
+        )
+        .await
+    else {
+        return;
+    };
+    responses_rows(&mut m);
+    m.finish();
+}
+
+/// The Agents SDK's `Runner.run` with one function tool: two Responses
+/// calls (the tool call, then the answer with its output), usage summed.
+#[tokio::test]
+async fn python_openai_agents() {
+    let s = Session::start().await;
+    let Some(mut m) = s
+        .python("python openai-agents", "openai_agents_app.py", &["agents"])
+        .await
+    else {
+        return;
+    };
+    m.row(
+        "agents.agent",
+        Expect::Seen(json!({"final": "It is sunny in Paris.", "calls": ["Paris"], "requests": 2, "input_tokens": 28, "output_tokens": 6})),
+    );
+    // A malformed count reaches the agent as `null`, which its usage sum reads as 0.
+    m.row(
+        "agents.agent-figure",
+        Expect::Seen(json!({"final": "Paris.", "calls": [], "requests": 1, "input_tokens": 14, "output_tokens": 0})),
+    );
+    m.row(
+        "agents.reject",
+        Expect::Raised("InternalServerError", "response_item_invalid"),
+    );
+    m.finish();
+}
+
+#[tokio::test]
 async fn python_anthropic() {
     let s = Session::start().await;
     let Some(mut m) = s
@@ -1160,6 +1401,23 @@ async fn node_openai() {
         return;
     };
     openai_rows(&mut m, &s);
+    m.finish();
+}
+
+#[tokio::test]
+async fn node_openai_responses() {
+    let s = Session::start().await;
+    let Some(mut m) = s
+        .node(
+            "node openai responses",
+            "openai_responses_app.mjs",
+            "openai",
+        )
+        .await
+    else {
+        return;
+    };
+    responses_rows(&mut m);
     m.finish();
 }
 

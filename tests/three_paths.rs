@@ -1,7 +1,8 @@
 //! One malformation, three paths: a response read whole, a stream judged
 //! event by event, and a batch sent as chunks and stitched all end in the
 //! same finishing step (`server/finish.rs`), so they must report alike:
-//! the same metrics, the same log fields, the same capture.
+//! the same metrics, the same log fields, the same capture. A Responses API
+//! answer takes the first two paths too.
 
 // Tests and benches fail loudly: the request-path lints do not apply.
 #![allow(
@@ -24,6 +25,22 @@ use support::*;
 async fn provider() -> Upstream {
     Upstream::start(|recorded| {
         let request: Value = serde_json::from_slice(&recorded.body).unwrap();
+        if recorded.target.ends_with("/responses") {
+            let response = json!({"id": "resp_1", "object": "response", "status": "completed",
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}],
+                "usage": {"input_tokens": "x", "output_tokens": 1, "total_tokens": 4}});
+            if request["stream"] != true {
+                return Reply::json(200, response.to_string());
+            }
+            let event = |kind: &str, n: u64, rest: Value| {
+                let mut data = json!({"type": kind, "sequence_number": n});
+                data.as_object_mut().unwrap().extend(rest.as_object().unwrap().clone());
+                format!("event: {kind}\ndata: {data}\n\n")
+            };
+            let body = event("response.output_text.delta", 0, json!({"delta": "hi"}))
+                + &event("response.completed", 1, json!({"response": response}));
+            return Reply::stream("text/event-stream", vec![part(Before::Now, body)]);
+        }
         if recorded.target.ends_with("/chat/completions") {
             let chunk = |delta: Value, usage: Value| {
                 format!(
@@ -69,6 +86,9 @@ struct Path {
     /// The well-formed total the client sees and the metric counts.
     total: u64,
     outcome: &'static str,
+    /// Where the malformed count is, as listed, and its metric label.
+    pointer: &'static str,
+    figure: &'static str,
 }
 
 #[tokio::test]
@@ -87,7 +107,6 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         ),
     ]
     .concat();
-    let probity = Probity::start(&config("", &routes));
     let paths = [
         Path {
             route: "whole",
@@ -95,6 +114,8 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
             request: json!({"model": "m", "input": ["a"]}),
             total: 1,
             outcome: "normalized",
+            pointer: "/usage/prompt_tokens",
+            figure: "/usage/prompt_tokens",
         },
         Path {
             route: "streamed",
@@ -102,6 +123,8 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
             request: json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
             total: 4,
             outcome: "normalized",
+            pointer: "/usage/prompt_tokens",
+            figure: "/usage/prompt_tokens",
         },
         Path {
             route: "chunked",
@@ -109,9 +132,31 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
             request: json!({"model": "m", "input": ["a", "b", "c", "d"]}),
             total: 4,
             outcome: "stitched",
+            pointer: "/usage/prompt_tokens",
+            figure: "/usage/prompt_tokens",
+        },
+        Path {
+            route: "whole",
+            path: "/whole/v1/responses",
+            request: json!({"model": "m", "input": "hi"}),
+            total: 4,
+            outcome: "normalized",
+            pointer: "/usage/input_tokens",
+            figure: "/usage/input_tokens",
+        },
+        Path {
+            route: "streamed",
+            path: "/streamed/v1/responses",
+            request: json!({"model": "m", "input": "hi", "stream": true}),
+            total: 4,
+            outcome: "normalized",
+            pointer: "/response/usage/input_tokens",
+            figure: "/usage/input_tokens",
         },
     ];
     for path in &paths {
+        // A probity per path: each one's metrics are its own.
+        let probity = Probity::start(&config("", &routes));
         let id = format!("three-paths-{}", path.route);
         let got = send(
             http::Request::post(probity.url(path.path))
@@ -125,13 +170,14 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         let text = got.text();
         assert!(!text.contains("\"x\""), "{}: {text}", path.route);
         if path.route == "streamed" {
-            assert!(text.contains(": probity-normalized /usage/prompt_tokens\n"));
-            assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+            let note = format!(": probity-normalized {}\n", path.pointer);
+            assert!(text.contains(&note), "{text}");
+            assert!(!text.contains("event: error"), "{text}");
+            if path.path.ends_with("/chat/completions") {
+                assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+            }
         } else {
-            assert_eq!(
-                got.header("probity-normalized"),
-                Some("/usage/prompt_tokens")
-            );
+            assert_eq!(got.header("probity-normalized"), Some(path.pointer));
             assert_eq!(got.header("probity-capture"), Some(id.as_str()));
             assert_eq!(got.json()["usage"]["total_tokens"], path.total);
         }
@@ -148,7 +194,7 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         let malformed = probity
             .metric(&sample(
                 "probity_malformed_figures_total",
-                ",figure=\"/usage/prompt_tokens\"",
+                &format!(",figure=\"{}\"", path.figure),
             ))
             .await;
         assert_eq!(malformed, Some(1.0), "{route}: malformed figures counted");
@@ -181,10 +227,6 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
             .clone();
         assert_eq!(entry["outcome"], path.outcome, "{route}: {entry}");
         assert_eq!(entry["route"], route);
-        assert_eq!(
-            entry["pointers"],
-            json!(["/usage/prompt_tokens"]),
-            "{entry}"
-        );
+        assert_eq!(entry["pointers"], json!([path.pointer]), "{entry}");
     }
 }

@@ -5,7 +5,9 @@
 //! no data) are open: they are what Prometheus, the kubelet and a browser
 //! need first. Everything that reveals an exchange or changes state needs
 //! the admin token (`[admin] token_env`) as `Authorization: Bearer`; the
-//! page asks for it once and keeps it in the tab's session storage.
+//! page asks for it once and keeps it in the tab's session storage. With no
+//! token configured, a listener bound to loopback only (the default) serves
+//! those to this host, and one bound beyond it (a container's) to no one.
 //!
 //! - `GET /`: the admin page (`page.html`): per-route figures and the latest
 //!   captures, one capture's verbatim body beside what the client received;
@@ -81,6 +83,10 @@ pub(crate) async fn serve(
     });
 
     let started = Arc::new(page::Started::now());
+    // Bound to loopback only, the listener is this host's alone: with no
+    // token configured, it serves what needs one to this host (as a tool
+    // on the same machine expects); anywhere else, only the token opens it.
+    let local_only = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1()
         .timer(TokioTimer::new())
@@ -110,9 +116,9 @@ pub(crate) async fn serve(
                 started.clone(),
                 routes.clone(),
             );
-            let permitted = admitted(&request, &gate, peer);
+            let refused = refusal(&request, &gate, peer, local_only);
             async move {
-                if let Err(refused) = permitted {
+                if let Some(refused) = refused {
                     return Ok::<_, Infallible>(refused);
                 }
                 let admin = Admin {
@@ -144,19 +150,22 @@ fn guarded(path: &str) -> bool {
     matches!(path, "/status.json" | "/view.json" | "/reload") || path.starts_with("/captures")
 }
 
-/// `Ok` for an open endpoint or a request with the admin token; else its
+/// `None` for an open endpoint or a request with the admin token; else its
 /// 401, in probity's error shape, logged without any token.
-fn admitted(
+fn refusal(
     request: &Request<Incoming>,
     gate: &Gate,
     peer: std::net::SocketAddr,
-) -> Result<(), Response<Full<Bytes>>> {
+    local_only: bool,
+) -> Option<Response<Full<Bytes>>> {
     let path = request.uri().path();
     if !guarded(path) {
-        return Ok(());
+        return None;
     }
-    let Err((refusal, variable)) = gate(request.headers()) else {
-        return Ok(());
+    let (refusal, variable) = match gate(request.headers()) {
+        Ok(()) | Err((AdminRefusal::NotConfigured, _)) if local_only => return None,
+        Ok(()) => return None,
+        Err(refused) => refused,
     };
     let request_id = crate::request_id::request_id(request.headers());
     tracing::info!(
@@ -174,7 +183,7 @@ fn admitted(
         retry_invalid: false,
         mid_stream: false,
     };
-    Err(err.respond(&answering).map(Full::new))
+    Some(err.respond(&answering).map(Full::new))
 }
 
 /// What the admin endpoints read.

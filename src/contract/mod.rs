@@ -72,11 +72,15 @@ pub enum Requested {
 }
 
 /// One answer of a response, as the dialect found it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Answer<'a> {
     /// The model's content: a JSON string holding the text, or (a forced
     /// Anthropic tool's `input`) the JSON value itself. `None`: no content.
     pub(crate) content: Option<Json<'a>>,
+    /// More text strings the answer goes on in, joined after `content`
+    /// (the Responses API's several `output_text` parts); a degraded
+    /// answer empties them.
+    pub(crate) more: Vec<Json<'a>>,
     /// The model stopped on the length limit.
     pub(crate) truncated: bool,
     /// The model refused (OpenAI `refusal`).
@@ -240,7 +244,16 @@ impl Contract {
             Some(json) if json.kind() != crate::json::Kind::String => {
                 serde_json::from_str(json.text()).ok()
             }
-            Some(json) => json.string().and_then(|text| parse_answer(&text)),
+            Some(json) if answer.more.is_empty() => {
+                json.string().and_then(|text| parse_answer(&text))
+            }
+            Some(json) => {
+                let mut text = json.string().map(|t| t.into_owned());
+                for more in &answer.more {
+                    text = text.zip(more.string()).map(|(t, m)| t + &m);
+                }
+                text.and_then(|text| parse_answer(&text))
+            }
         };
         self.judge_value(value, answer.truncated, answer.refusal, verdict);
     }

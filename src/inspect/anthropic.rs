@@ -117,6 +117,7 @@ fn message_answer<'a>(request: &Object<'_>, response: &Object<'a>) -> Vec<Answer
     let stop = response.get("stop_reason").and_then(|s| s.string());
     vec![Answer {
         content,
+        more: Vec::new(),
         truncated: stop.as_deref() == Some("max_tokens"),
         refusal: stop.as_deref() == Some("refusal"),
     }]

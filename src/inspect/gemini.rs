@@ -562,6 +562,7 @@ fn candidate_answers<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<An
     if list.is_empty() && blocked(response) {
         return vec![Answer {
             content: None,
+            more: Vec::new(),
             truncated: false,
             refusal: true,
         }];
@@ -572,6 +573,7 @@ fn candidate_answers<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<An
             let finish = finish_reason(&candidate);
             Answer {
                 content: text_parts(&candidate).first().copied(),
+                more: Vec::new(),
                 truncated: finish.as_deref() == Some("MAX_TOKENS"),
                 refusal: finish.is_some_and(|f| WITHHELD.contains(&f.as_str())),
             }

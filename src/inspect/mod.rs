@@ -16,6 +16,7 @@ mod ollama;
 mod openai;
 mod passthrough;
 pub(crate) mod realtime;
+mod responses;
 pub(crate) mod stream;
 mod tei;
 mod voyage;
@@ -90,6 +91,14 @@ pub trait Dialect: Send + Sync {
     /// checks it. Paths are matched by their end, so a gateway's base path
     /// (`/openai/deployments/x/embeddings`) does not hide an endpoint.
     fn endpoint(&self, _path: &str) -> Option<&'static Endpoint> {
+        None
+    }
+
+    /// The endpoint a GET to a path (as sent upstream) is, with the
+    /// request's query: a GET passes unchecked unless its dialect's table
+    /// names it here (openai's `GET …/responses/{id}`, which answers a
+    /// response object as a POST does).
+    fn read(&self, _path: &str, _query: Option<&str>) -> Option<&'static Endpoint> {
         None
     }
 
@@ -328,7 +337,8 @@ impl<'a> Response<'a> {
 
 /// A complete exchange, as inspection sees it: borrowed, never copied.
 pub struct Exchange<'a> {
-    /// The client's method: only a POST is inspected.
+    /// The client's method (the dialect's table chose the endpoint by it:
+    /// a POST, or a read it names).
     pub method: &'a Method,
     /// The client's request body: what the response must answer.
     pub request_body: &'a Bytes,
@@ -492,7 +502,7 @@ pub(crate) fn inspect_keeping(
     contracts: &Contracts<'_>,
     scanner: Scanner,
 ) -> (Verdict, Scanner) {
-    if exchange.method != Method::POST || !exchange.status.is_success() {
+    if !exchange.status.is_success() {
         return (Verdict::Unchecked, scanner);
     }
     // A 2xx answer to an inspected endpoint must be JSON whatever the
@@ -523,7 +533,12 @@ fn judge(
         root: doc.root(),
         object: doc.object(),
     };
-    let request_doc = Document::parse(exchange.request_body).ok();
+    // A call without a body (a GET, a cancel) asks for nothing: `{}`.
+    let request_body: &[u8] = match exchange.request_body.is_empty() {
+        true => b"{}",
+        false => exchange.request_body,
+    };
+    let request_doc = Document::parse(request_body).ok();
     let request = request_doc.as_ref().and_then(Document::object);
     let checked = match &request {
         None => Err("request_not_json"),
@@ -596,6 +611,10 @@ fn judge_output(
                 _ => degraded_answer.clone(),
             };
             replacements.push((answer.span(body), Cow::Owned(bytes.into_bytes())));
+        }
+        // The parts an answer went on in are emptied: the replacement is whole.
+        for more in answers.iter().flat_map(|a| &a.more) {
+            replacements.push((more.span(body), Cow::Borrowed(&b"\"\""[..])));
         }
     }
     Output {

@@ -120,6 +120,7 @@ fn answer<'a>(response: &Object<'a>, member: &str) -> Vec<Answer<'a>> {
     let done_reason = response.get("done_reason").and_then(|d| d.string());
     vec![Answer {
         content,
+        more: Vec::new(),
         truncated: done_reason.as_deref() == Some("length"),
         refusal: false,
     }]

@@ -1,6 +1,7 @@
 //! OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, LM Studio, Ollama's
 //! and TEI's `/v1`): `/v1/chat/completions`, `/v1/completions`,
-//! `/v1/embeddings`, and the Jina-style `/rerank` that vLLM and llama.cpp serve.
+//! `/v1/embeddings`, the Jina-style `/rerank` that vLLM and llama.cpp serve,
+//! and the Responses API (`responses.rs`).
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec};
@@ -116,9 +117,21 @@ impl Dialect for OpenAi {
             Some(&EMBEDDINGS)
         } else if path.ends_with("/rerank") {
             Some(&RERANK)
+        } else if path.ends_with("/responses") {
+            Some(&super::responses::CREATE)
+        } else if super::responses::stored(path, true) {
+            Some(&super::responses::STORED)
         } else {
             None
         }
+    }
+
+    /// `GET …/responses/{id}` answers the stored response object; with
+    /// `?stream=true` it replays the stream from `starting_after`, which
+    /// passes unchecked (no request body says it is a stream).
+    fn read(&self, path: &str, query: Option<&str>) -> Option<&'static Endpoint> {
+        let streamed = query.is_some_and(|q| q.split('&').any(|p| p == "stream=true"));
+        (super::responses::stored(path, false) && !streamed).then_some(&super::responses::STORED)
     }
 
     fn realtime(&self, path: &str) -> bool {
@@ -192,6 +205,7 @@ fn choice_answers<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<Answe
             Answer {
                 // `null` content is kept: it is what a degraded answer replaces.
                 content: message.as_ref().and_then(|m| m.get("content")),
+                more: Vec::new(),
                 truncated: finish.as_deref() == Some("length"),
                 refusal: message
                     .as_ref()

@@ -279,6 +279,11 @@ pub(crate) trait EventCheck: Send {
         false
     }
 
+    /// Reads what the final event says of the answer, right before the
+    /// verdict on it (a Responses stream's `incomplete_details`: the
+    /// answer was cut).
+    fn closing(&mut self, _event: &Event<'_>) {}
+
     /// The model's answer gathered from the deltas so far, for the output
     /// contract's verdict at the end of the stream.
     fn answer(&self) -> Option<&StreamedAnswer> {

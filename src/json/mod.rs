@@ -73,6 +73,20 @@ impl<'t> Document<'t> {
     }
 }
 
+/// Scans `body` fed in reads of `read` bytes, as `forward` feeds an
+/// answer while it arrives (every byte so far, each time), then finishes
+/// it; `false` when it is not JSON. The entry of the scan benchmark
+/// (`benches/scan.rs`): re-exported, hidden, from the crate's root.
+pub fn scan_in_reads(body: &[u8], read: usize) -> bool {
+    let mut scanner = Scanner::default();
+    let mut end = 0;
+    while end < body.len() {
+        end = end.saturating_add(read.max(1)).min(body.len());
+        scanner.feed(body.get(..end).unwrap_or_default());
+    }
+    Document::scanned(body, scanner).is_ok()
+}
+
 /// One JSON value, borrowed from the document it came from.
 /// Its text is always valid JSON: a `Json` is only made by a parse.
 #[derive(Clone, Copy)]
@@ -799,7 +813,17 @@ mod tests {
             "+1",
             "0x1",
         ]);
+        // Long strings of escapes, so random cuts land between `\` and
+        // `u`, inside the hex digits and between the halves of a pair.
+        let long: &'static str =
+            Box::leak(format!("\"{}\"", r"\u0078".repeat(40)).into_boxed_str());
+        let pairs: &'static str =
+            Box::leak(format!("\"{}\"", r"a\ud83d\ude00\n\\".repeat(12)).into_boxed_str());
         let string = prop::sample::select(vec![
+            long,
+            pairs,
+            r#""\u00""#,
+            r#""\u00zz""#,
             r#""""#,
             r#""abc""#,
             r#""a\"b""#,
@@ -918,19 +942,27 @@ mod tests {
         /// The scanner accepts exactly what serde_json accepts, reads the
         /// same values, and a vector's summary agrees with a walk.
         #[test]
-        fn the_scanner_agrees_with_serde_json(text in document(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6)) {
-            // Fed in pieces as a body arrives, the scan ends the same.
-            let mut scanner = Scanner::default();
+        fn the_scanner_agrees_with_serde_json(
+            text in document(),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            read in 1..9usize,
+        ) {
+            // Fed in pieces as a body arrives (at random cuts, and in reads
+            // of a few bytes), the scan ends the same.
+            let whole = Document::parse(text.as_bytes());
             let mut ends: Vec<usize> = cuts.iter().map(|c| c.index(text.len() + 1)).collect();
             ends.sort_unstable();
-            for end in ends {
-                scanner.feed(&text.as_bytes()[..end]);
-            }
-            let fed = Document::scanned(text.as_bytes(), scanner);
-            let whole = Document::parse(text.as_bytes());
-            match (&fed, &whole) {
-                (Ok(fed), Ok(whole)) => prop_assert_eq!(format!("{:?}", fed.tape), format!("{:?}", whole.tape)),
-                (fed, whole) => prop_assert_eq!(fed.as_ref().err(), whole.as_ref().err()),
+            let reads: Vec<usize> = (1..=text.len().div_ceil(read)).map(|n| (n * read).min(text.len())).collect();
+            for ends in [ends, reads] {
+                let mut scanner = Scanner::default();
+                for end in ends {
+                    scanner.feed(&text.as_bytes()[..end]);
+                }
+                let fed = Document::scanned(text.as_bytes(), scanner);
+                match (&fed, &whole) {
+                    (Ok(fed), Ok(whole)) => prop_assert_eq!(format!("{:?}", fed.tape), format!("{:?}", whole.tape)),
+                    (fed, whole) => prop_assert_eq!(fed.as_ref().err(), whole.as_ref().err()),
+                }
             }
 
             let ours = Document::parse(text.as_bytes());

@@ -109,8 +109,10 @@ enum Phase {
     ArrayStart,
     /// Just after `{`: a key or `}`.
     ObjectStart,
-    /// A key and its colon come next.
+    /// A key comes next.
     Key,
+    /// A key ended: its colon comes next.
+    Colon,
     /// A value ended: `,`, its container's end, or the document's end.
     After,
 }
@@ -118,24 +120,100 @@ enum Phase {
 /// What one step of the grammar did.
 enum Step {
     Next,
+    /// A token the bytes so far may cut begins: [`Cursor::resume`] reads it.
+    Cut,
     /// The bytes so far end before the step could finish: feed more.
     Suspend,
     /// The document ended (the last bytes were fed).
     Finished,
 }
 
+/// A token the bytes so far end inside. It keeps where its grammar
+/// stands, so the next feed goes on at the byte this one stopped at: a
+/// string of megabytes that arrives in thousands of reads is still read
+/// once (a hostile upstream picks the length).
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    None,
+    String(OpenString),
+    Number(OpenNumber),
+}
+
+/// A string whose closing quote has not come yet. The cursor stays past
+/// its last escape (where a fault is reported); the search goes on from
+/// `searched`.
+#[derive(Debug, Clone, Copy)]
+struct OpenString {
+    start: usize,
+    /// An object's key: its colon comes next.
+    key: bool,
+    aux: u32,
+    /// Everything from the cursor to here is neither a quote nor a
+    /// backslash.
+    searched: usize,
+    /// The first control character among those bytes: a fault once the
+    /// run ends (should the string never end, that is the fault).
+    control: Option<usize>,
+}
+
+impl OpenString {
+    /// Where the search for its end goes on, the cursor being at `i`
+    /// (the one place that says so: the scan and its test's count).
+    fn resume_at(&self, i: usize) -> usize {
+        self.searched.max(i)
+    }
+}
+
+/// A number whose end has not come yet; the cursor stays at its start.
+#[derive(Debug, Clone, Copy)]
+struct OpenNumber {
+    /// Directly inside an array: folded into its summary.
+    in_array: bool,
+    /// Where its grammar goes on, and what comes there.
+    at: usize,
+    part: Part,
+    int_start: usize,
+    shape: Shape,
+}
+
+/// What a number's grammar expects at [`OpenNumber::at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Sign,
+    FirstDigit,
+    /// More integer digits, after a first one that is not `0`.
+    Digits,
+    /// The integer part ended: a fraction, an exponent or the end.
+    Fraction,
+    FractionFirst,
+    FractionDigits,
+    Exponent,
+    ExponentSign,
+    ExponentFirst,
+    ExponentDigits,
+}
+
 /// A scan in progress. It can be fed a document as its bytes arrive
 /// ([`Scanner::feed`], with everything received so far each time): the
-/// scan stops before any token the bytes so far might cut (a number that
-/// reaches their end may go on), and takes up from there. Only the tail is
-/// left to scan when the last byte comes.
+/// scan goes as far as the bytes so far allow, keeps its place inside a
+/// token they cut ([`Cut`]), and takes up from that byte. A feed never
+/// reads a byte an earlier one passed, but for the first few bytes of an
+/// escape or a literal it cut (at most five); only the tail is left to
+/// scan when the last byte comes.
 #[derive(Debug, Clone)]
 pub(crate) struct Scanner {
     i: usize,
     phase: Phase,
+    cut: Cut,
     tape: Tape,
     stack: Vec<Frame>,
     finished: bool,
+    /// A fault the bytes so far settle (no later byte can undo it).
+    fault: Option<ParseError>,
+    /// The bytes the feeds read, each from where it took up (the bound a
+    /// test holds against the body's length).
+    #[cfg(test)]
+    examined: u64,
 }
 
 impl Default for Scanner {
@@ -143,21 +221,28 @@ impl Default for Scanner {
         Self {
             i: 0,
             phase: Phase::Value,
+            cut: Cut::None,
             tape: Tape::default(),
             // Deep enough for every provider's answer without growing.
             stack: Vec::with_capacity(16),
             finished: false,
+            fault: None,
+            #[cfg(test)]
+            examined: 0,
         }
     }
 }
 
 impl Scanner {
     /// Scans what has arrived of a document: `received` is every byte so
-    /// far (the same bytes as before, and more). Stops quietly at the first
-    /// fault: only the last feed reports it.
+    /// far (the same bytes as before, and more). Stops at the first fault,
+    /// which [`Scanner::finish`] reports.
     pub(crate) fn feed(&mut self, received: &[u8]) {
         if !self.finished && u32::try_from(received.len()).is_ok_and(|n| n < u32::MAX) {
-            let _ = self.run(received, false);
+            if let Err(fault) = self.run(received, false) {
+                self.fault = Some(fault);
+                self.finished = true;
+            }
         }
     }
 
@@ -175,18 +260,47 @@ impl Scanner {
         if u32::try_from(document.len()).map_or(true, |n| n == u32::MAX) {
             return Err(ParseError::new("the document is larger than 4 GiB", 0));
         }
+        if let Some(fault) = self.fault {
+            return Err(fault);
+        }
         if !self.finished {
             self.run(document, true)?;
         }
         Ok(self.tape)
     }
 
+    /// The bytes read so far, each feed counted from where it took up.
+    #[cfg(test)]
+    pub(super) fn examined(&self) -> u64 {
+        self.examined
+    }
+
+    /// Where the next feed takes up.
+    #[cfg(test)]
+    fn resume_at(&self) -> usize {
+        match self.cut {
+            Cut::None => self.i,
+            Cut::String(open) => open.resume_at(self.i),
+            Cut::Number(open) => open.at,
+        }
+    }
+
     fn run(&mut self, b: &[u8], last: bool) -> Result<(), ParseError> {
-        if self.i == 0 && b.starts_with("\u{feff}".as_bytes()) {
+        const BOM: &[u8] = "\u{feff}".as_bytes();
+        if self.i == 0 && !last && BOM.starts_with(b) {
+            return Ok(()); // the first bytes may yet be a byte-order mark
+        }
+        if self.i == 0 && b.starts_with(BOM) {
             // RFC 8259 §8.1: a parser may ignore a byte-order mark, and the
             // apps' JSON readers do (Python's `json.loads` on bytes,
             // `fetch`'s `.json()`); spans stay relative to the whole body.
             self.i = 3;
+        }
+        // An upper bound: a feed reads from where it takes up to the end
+        // of the bytes at most.
+        #[cfg(test)]
+        {
+            self.examined += b.len().saturating_sub(self.resume_at()) as u64;
         }
         if self.tape.nodes.capacity() == 0 {
             // About one value per 16 bytes in a chat answer; a vector's
@@ -199,12 +313,14 @@ impl Scanner {
             last,
             i: self.i,
             phase: self.phase,
+            cut: self.cut,
             tape: std::mem::take(&mut self.tape),
             stack: std::mem::take(&mut self.stack),
         };
         let result = cursor.run();
         self.i = cursor.i;
         self.phase = cursor.phase;
+        self.cut = cursor.cut;
         self.tape = cursor.tape;
         self.stack = cursor.stack;
         self.finished = matches!(result, Ok(true));
@@ -219,27 +335,38 @@ struct Cursor<'b> {
     last: bool,
     i: usize,
     phase: Phase,
+    cut: Cut,
     tape: Tape,
     stack: Vec<Frame>,
 }
 
 impl Cursor<'_> {
-    /// Steps until the document ends (`true`) or the bytes do (`false`). A
-    /// step that fails is undone, so a later feed retries it with more
-    /// bytes; on the last feed its fault is the answer.
+    /// Steps until the document ends (`true`) or the bytes do (`false`).
+    /// A fault is one the bytes so far settle: a step that more bytes
+    /// might finish suspends instead.
     fn run(&mut self) -> Result<bool, ParseError> {
+        // A token is left cut only by a feed that stopped inside it (or a
+        // step that says so): the steps never look for one.
+        let mut step = Step::Cut;
         loop {
-            let (start, phase) = (self.i, self.phase);
-            match self.step() {
-                Ok(Step::Next) => {}
-                Ok(Step::Suspend) => return Ok(false),
-                Ok(Step::Finished) => return Ok(true),
-                Err(fault) if self.last => return Err(fault),
-                Err(_) => {
-                    (self.i, self.phase) = (start, phase);
-                    return Ok(false);
-                }
+            if let Step::Cut = step {
+                step = self.resume()?;
             }
+            match step {
+                Step::Next | Step::Cut => {}
+                Step::Suspend => return Ok(false),
+                Step::Finished => return Ok(true),
+            }
+            step = self.step()?;
+        }
+    }
+
+    /// Goes on with the token the bytes cut, if any.
+    fn resume(&mut self) -> Result<Step, ParseError> {
+        match self.cut {
+            Cut::None => Ok(Step::Next),
+            Cut::String(open) => self.string(open),
+            Cut::Number(open) => self.number(open),
         }
     }
 
@@ -250,6 +377,7 @@ impl Cursor<'_> {
                 (false, _, _) => Ok(Step::Suspend),
                 (true, Phase::After, true) => Ok(Step::Finished),
                 (true, Phase::After, false) => Err(self.error("the document ends inside a value")),
+                (true, Phase::Colon, _) => Err(self.error("expected `:`")),
                 _ => Err(self.error("the document ends where a value was expected")),
             };
         };
@@ -259,7 +387,13 @@ impl Cursor<'_> {
             Phase::ArrayStart => self.phase = Phase::Value,
             Phase::ObjectStart if byte == b'}' => self.close(),
             Phase::ObjectStart => self.phase = Phase::Key,
-            Phase::Key => self.key()?,
+            Phase::Key if byte == b'"' => return self.open_string(true),
+            Phase::Key => return Err(self.error("expected a key")),
+            Phase::Colon if byte == b':' => {
+                self.i += 1;
+                self.phase = Phase::Value;
+            }
+            Phase::Colon => return Err(self.error("expected `:`")),
             Phase::After => self.after(byte)?,
         }
         Ok(Step::Next)
@@ -267,8 +401,7 @@ impl Cursor<'_> {
 
     /// A value starting with `byte`.
     fn value(&mut self, byte: u8) -> Result<Step, ParseError> {
-        let start = self.i;
-        let aux = match byte {
+        let word: &'static [u8] = match byte {
             b'{' => {
                 self.open(false);
                 return Ok(Step::Next);
@@ -277,25 +410,37 @@ impl Cursor<'_> {
                 self.open(true);
                 return Ok(Step::Next);
             }
-            b'-' | b'0'..=b'9' if self.in_array() => return self.numbers(),
+            b'-' | b'0'..=b'9' if self.in_array() => return self.numbers(None),
             b'-' | b'0'..=b'9' => {
-                let (end, _) = number(self.b, self.i).map_err(fault)?;
-                if !self.last && end == self.b.len() {
-                    return Ok(Step::Suspend); // more digits may come
-                }
-                self.i = end;
-                NONE
+                self.cut = Cut::Number(OpenNumber::at(self.i, false));
+                return Ok(Step::Cut);
             }
-            b'"' => self.string()?,
-            b't' => self.literal(b"true").map(|()| NONE)?,
-            b'f' => self.literal(b"false").map(|()| NONE)?,
-            b'n' => self.literal(b"null").map(|()| NONE)?,
+            b'"' => return self.open_string(false),
+            b't' => b"true",
+            b'f' => b"false",
+            b'n' => b"null",
             _ => return Err(self.error("expected a value")),
         };
+        let start = self.i;
+        match self.b.get(start..start + word.len()) {
+            Some(found) if found == word => {}
+            // A literal the bytes so far cut is read again whole (five
+            // bytes at most).
+            None if !self.last && word.starts_with(self.b.get(start..).unwrap_or_default()) => {
+                return Ok(Step::Suspend);
+            }
+            _ => return Err(self.error("expected a value")),
+        }
+        self.i += word.len();
+        self.ended(start, NONE);
+        Ok(Step::Next)
+    }
+
+    /// A value other than a container ended at the cursor.
+    fn ended(&mut self, start: usize, aux: u32) {
         self.leaf(start, aux);
         self.count_other();
         self.phase = Phase::After;
-        Ok(Step::Next)
     }
 
     /// What may follow a value: `,`, its container's end, or nothing.
@@ -330,27 +475,6 @@ impl Cursor<'_> {
 
     fn in_array(&self) -> bool {
         self.stack.last().is_some_and(|top| top.array)
-    }
-
-    /// An object member's key and its colon; the key's entry is written
-    /// only once both are there.
-    fn key(&mut self) -> Result<(), ParseError> {
-        if self.peek() != Some(b'"') {
-            return Err(self.error("expected a key"));
-        }
-        let start = self.i;
-        let aux = self.string()?;
-        let end = self.i;
-        self.skip_space();
-        if self.peek() != Some(b':') {
-            return Err(self.error("expected `:`"));
-        }
-        let colon = self.i;
-        self.i = end;
-        self.leaf(start, aux);
-        self.i = colon + 1;
-        self.phase = Phase::Value;
-        Ok(())
     }
 
     fn leaf(&mut self, start: usize, aux: u32) {
@@ -405,21 +529,31 @@ impl Cursor<'_> {
 
     /// A run of numbers inside an array (`1, 2.5, -3e2`), folded into the
     /// array's summary. This is the loop a vector's bytes go through: it
-    /// keeps its cursor and summary in locals, and commits each number, so
-    /// a feed that cuts the run resumes at the number it cut.
-    fn numbers(&mut self) -> Result<Step, ParseError> {
+    /// keeps its cursor and summary in locals, and commits each number. A
+    /// number the bytes so far cut goes on in [`Cursor::number`], which
+    /// hands it back here once it ends (`resumed`: where, and its shape).
+    fn numbers(&mut self, resumed: Option<(usize, Shape)>) -> Result<Step, ParseError> {
         let (b, last) = (self.b, self.last);
         let mut i = self.i;
         let Some(top) = self.stack.last_mut() else {
             return Ok(Step::Next);
         };
         let mut summary = top.summary;
+        let mut cut = false;
+        let mut read = match resumed {
+            Some(found) => Ok(found),
+            None => number(b, i),
+        };
         let step = loop {
-            let (end, shape) = match number(b, i) {
+            let (end, shape) = match read {
                 Ok(found) if last || end_before(found.0, b) => found,
-                Ok(_) => break Ok(Step::Suspend),
-                Err(_) if !last => break Ok(Step::Suspend),
-                Err(found) => break Err(fault(found)),
+                // A fault before the end of the bytes is settled: a digit
+                // was due at a byte that is there.
+                Err(found) if last || found.1 < b.len() => break Err(fault(found)),
+                _ => {
+                    cut = true;
+                    break Ok(Step::Next);
+                }
             };
             summary.fold(b.get(i..end).unwrap_or_default(), shape);
             let next = skip_space(b, end);
@@ -427,6 +561,7 @@ impl Cursor<'_> {
                 i = skip_space(b, next + 1);
                 self.phase = Phase::Value;
                 if matches!(b.get(i), Some(b'-' | b'0'..=b'9')) {
+                    read = number(b, i);
                     continue;
                 }
                 break Ok(Step::Next);
@@ -437,57 +572,130 @@ impl Cursor<'_> {
         };
         top.summary = summary;
         self.i = i;
+        if cut {
+            // Once per feed at most: the cut number's grammar is read again
+            // from its start, up to the end of the bytes, where it stops.
+            self.phase = Phase::Value;
+            self.cut = Cut::Number(OpenNumber::at(i, true));
+            return Ok(Step::Cut);
+        }
         step
     }
 
-    /// A string from its opening quote; the cursor ends past the closing
-    /// one. Returns [`ESCAPED`] when it holds an escape, else [`NONE`].
-    fn string(&mut self) -> Result<u32, ParseError> {
-        self.i += 1;
-        let mut aux = NONE;
-        loop {
-            let rest = self.b.get(self.i..).unwrap_or_default();
-            let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
-                return Err(self.error("the document ends inside a string"));
-            };
-            let run = rest.get(..at).unwrap_or_default();
-            // Branch-free over the run, so it vectorizes on long strings
-            // (a base64 embedding is megabytes of one string).
-            if run.iter().fold(false, |any, &c| any | (c < 0x20)) {
-                let offset = run.iter().position(|&c| c < 0x20).unwrap_or(0);
-                return Err(ParseError::new(
-                    "a control character inside a string",
-                    self.i + offset,
-                ));
+    /// Goes on with the number at the cursor, from where its grammar
+    /// stopped; the cursor moves past it once it ends.
+    fn number(&mut self, mut open: OpenNumber) -> Result<Step, ParseError> {
+        match open.resume(self.b, self.last) {
+            Err(found) => Err(fault(found)),
+            Ok(None) => {
+                self.cut = Cut::Number(open);
+                Ok(Step::Suspend)
             }
-            self.i += at;
-            if self.peek() == Some(b'"') {
-                self.i += 1;
-                return Ok(aux);
-            }
-            aux = ESCAPED;
-            // An escape: RFC 8259 §7. Any `\uXXXX` is accepted, a lone
-            // surrogate included (JavaScript writes them).
-            match self.b.get(self.i + 1) {
-                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.i += 2,
-                Some(b'u') => {
-                    let hex = self.b.get(self.i + 2..self.i + 6);
-                    if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
-                        return Err(self.error("a `\\u` escape needs four hex digits"));
-                    }
-                    self.i += 6;
+            Ok(Some(end)) => {
+                self.cut = Cut::None;
+                if open.in_array {
+                    return self.numbers(Some((end, open.shape)));
                 }
-                _ => return Err(self.error("an invalid escape")),
+                let start = self.i;
+                self.i = end;
+                self.ended(start, NONE);
+                Ok(Step::Next)
             }
         }
     }
 
-    fn literal(&mut self, word: &'static [u8]) -> Result<(), ParseError> {
-        if self.b.get(self.i..self.i + word.len()) != Some(word) {
-            return Err(self.error("expected a value"));
+    /// Reads the string (an object's key when `key`) at the cursor.
+    fn open_string(&mut self, key: bool) -> Result<Step, ParseError> {
+        let start = self.i;
+        self.i += 1;
+        self.string(OpenString {
+            start,
+            key,
+            aux: NONE,
+            searched: self.i,
+            control: None,
+        })
+    }
+
+    /// Goes on with a string, from where the search for its end stopped.
+    /// Once it ends, the cursor is past its closing quote and its entry is
+    /// written (a key's before its colon: `:` comes next).
+    fn string(&mut self, mut open: OpenString) -> Result<Step, ParseError> {
+        loop {
+            let from = open.resume_at(self.i);
+            let rest = self.b.get(from..).unwrap_or_default();
+            let found = memchr::memchr2(b'"', b'\\', rest);
+            let run = rest.get(..found.unwrap_or(rest.len())).unwrap_or_default();
+            // Branch-free over the run, so it vectorizes on long strings
+            // (a base64 embedding is megabytes of one string).
+            if open.control.is_none() && run.iter().fold(false, |any, &c| any | (c < 0x20)) {
+                let offset = run.iter().position(|&c| c < 0x20).unwrap_or(0);
+                open.control = Some(from + offset);
+            }
+            let Some(at) = found else {
+                if self.last {
+                    return Err(self.error("the document ends inside a string"));
+                }
+                open.searched = self.b.len();
+                self.cut = Cut::String(open);
+                return Ok(Step::Suspend);
+            };
+            if let Some(control) = open.control {
+                return Err(ParseError::new(
+                    "a control character inside a string",
+                    control,
+                ));
+            }
+            self.i = from + at;
+            if self.peek() == Some(b'"') {
+                self.i += 1;
+                self.cut = Cut::None;
+                if open.key {
+                    self.leaf(open.start, open.aux);
+                    // Its colon, most often right here (else a step finds
+                    // it, or says why not).
+                    self.skip_space();
+                    self.phase = if self.peek() == Some(b':') {
+                        self.i += 1;
+                        Phase::Value
+                    } else {
+                        Phase::Colon
+                    };
+                } else {
+                    self.ended(open.start, open.aux);
+                }
+                return Ok(Step::Next);
+            }
+            open.aux = ESCAPED;
+            // An escape: RFC 8259 §7. Any `\uXXXX` is accepted, a lone
+            // surrogate included (JavaScript writes them). One the bytes
+            // so far cut is read again from its backslash (six bytes at
+            // most).
+            let cut = !self.last;
+            match self.b.get(self.i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.i += 2,
+                Some(b'u') => {
+                    let hex = self.b.get(self.i + 2..).unwrap_or_default();
+                    let hex = hex.get(..4).unwrap_or(hex);
+                    if !hex.iter().all(u8::is_ascii_hexdigit) || (hex.len() < 4 && !cut) {
+                        return Err(self.error("a `\\u` escape needs four hex digits"));
+                    }
+                    if hex.len() < 4 {
+                        open.searched = self.i;
+                        self.cut = Cut::String(open);
+                        return Ok(Step::Suspend);
+                    }
+                    self.i += 6;
+                }
+                None if cut => {
+                    open.searched = self.i;
+                    self.cut = Cut::String(open);
+                    return Ok(Step::Suspend);
+                }
+                _ => return Err(self.error("an invalid escape")),
+            }
+            open.searched = self.i;
         }
-        self.i += word.len();
-        Ok(())
     }
 
     fn peek(&self) -> Option<u8> {
@@ -527,6 +735,87 @@ impl Summary {
                 }
                 _ => self.integer = false,
             }
+        }
+    }
+}
+
+impl OpenNumber {
+    /// The number starting at `at`, not read yet.
+    fn at(at: usize, in_array: bool) -> Self {
+        Self {
+            in_array,
+            at,
+            part: Part::Sign,
+            int_start: at,
+            shape: Shape {
+                integer_digits: 0,
+                fraction: false,
+                exponent: false,
+            },
+        }
+    }
+
+    /// Reads on from where the grammar stopped: the same grammar as
+    /// [`number`], one part at a time, so it can stop at any byte. `None`:
+    /// the bytes ran out before the number could be known to end (only
+    /// when they are not the last); else where it ends.
+    fn resume(&mut self, b: &[u8], last: bool) -> Result<Option<usize>, (&'static str, usize)> {
+        loop {
+            let at = self.at;
+            if at >= b.len() && !last {
+                return Ok(None);
+            }
+            let byte = b.get(at).copied();
+            (self.at, self.part) = match (self.part, byte) {
+                (Part::Sign, Some(b'-')) => {
+                    self.int_start = at + 1;
+                    (at + 1, Part::FirstDigit)
+                }
+                (Part::Sign, _) => {
+                    self.int_start = at;
+                    (at, Part::FirstDigit)
+                }
+                (Part::FirstDigit, Some(b'0')) => (at + 1, Part::Fraction),
+                (Part::FirstDigit, Some(b'1'..=b'9')) => (at + 1, Part::Digits),
+                (Part::FirstDigit, _) => return Err(("a number needs a digit", at)),
+                (Part::Digits, _) => match digits(b, at) {
+                    end if end == b.len() && !last => (end, Part::Digits),
+                    end => (end, Part::Fraction),
+                },
+                (Part::Fraction, next) => {
+                    self.shape.integer_digits = at - self.int_start;
+                    match next {
+                        Some(b'.') => (at + 1, Part::FractionFirst),
+                        _ => (at, Part::Exponent),
+                    }
+                }
+                (Part::FractionFirst, Some(b'0'..=b'9')) => {
+                    self.shape.fraction = true;
+                    (at + 1, Part::FractionDigits)
+                }
+                (Part::FractionFirst, _) => {
+                    return Err(("a number needs a digit after `.`", at));
+                }
+                (Part::FractionDigits, _) => match digits(b, at) {
+                    end if end == b.len() && !last => (end, Part::FractionDigits),
+                    end => (end, Part::Exponent),
+                },
+                (Part::Exponent, Some(b'e' | b'E')) => (at + 1, Part::ExponentSign),
+                (Part::Exponent, _) => return Ok(Some(at)),
+                (Part::ExponentSign, Some(b'+' | b'-')) => (at + 1, Part::ExponentFirst),
+                (Part::ExponentSign, _) => (at, Part::ExponentFirst),
+                (Part::ExponentFirst, Some(b'0'..=b'9')) => {
+                    self.shape.exponent = true;
+                    (at + 1, Part::ExponentDigits)
+                }
+                (Part::ExponentFirst, _) => {
+                    return Err(("a number needs a digit in its exponent", at));
+                }
+                (Part::ExponentDigits, _) => match digits(b, at) {
+                    end if end == b.len() && !last => (end, Part::ExponentDigits),
+                    end => return Ok(Some(end)),
+                },
+            };
         }
     }
 }
@@ -641,6 +930,160 @@ fn digits(b: &[u8], mut at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scan of `text` fed in `read`-byte reads, then finished.
+    fn fed(text: &[u8], read: usize) -> (Result<String, ParseError>, u64) {
+        let mut scanner = Scanner::default();
+        let mut end = 0;
+        while end < text.len() {
+            end = (end + read).min(text.len());
+            scanner.feed(&text[..end]);
+        }
+        let examined = scanner.examined();
+        let tape = scanner.finish(text).map(|tape| format!("{tape:?}"));
+        (tape, examined)
+    }
+
+    fn whole(text: &[u8]) -> Result<String, ParseError> {
+        Scanner::default()
+            .finish(text)
+            .map(|tape| format!("{tape:?}"))
+    }
+
+    /// Tokens that span reads, valid and not: long strings, every escape
+    /// (a surrogate pair too), numbers of every form, literals, a key
+    /// spaced from its colon, a byte-order mark, and faults at their
+    /// edges.
+    const SPANNING: &[&str] = &[
+        r#"{"a": "\u0078\u0078\u0078x\ud83d\ude00\n\"\\\/\b\f\r\t"}"#,
+        r#"["\u0078", "abcdefghijklmnopqrstuvwxyz", "", "\ud800"]"#,
+        r#"{"key\u00e9"   :   "v", "k2"
+            : [true, false, null]}"#,
+        "[-0.5e+10, 12345678901234567890, 0, -0, 1E-7, 3.25, 7]",
+        "-123456789.000123e-45",
+        "12",
+        "0",
+        "\u{feff}[1, 2]",
+        "  \u{feff}[]",
+        "\u{feff}",
+        "[1, 2",
+        "\"abc",
+        "\"abc\\",
+        "\"abc\\u00",
+        "\"\\u00g0\"",
+        "\"\\x\"",
+        "\"a\u{1}b\"",
+        "\"a\u{1}b",
+        "\"a\\n\u{1}b",
+        "[1.]",
+        "[1.x]",
+        "[1e]",
+        "[1e+]",
+        "[-]",
+        "[01]",
+        "[1 2]",
+        "[1,]",
+        "{\"a\" 1}",
+        "{\"a\"",
+        "{\"a\"   ",
+        "{1: 2}",
+        "[tru]",
+        "[trux]",
+        "nul",
+        "[true, fals",
+        "{} x",
+        "[[[[{\"a\": [[1, [2.5, \"x\"]]]}]]]]",
+    ];
+
+    #[test]
+    fn a_body_fed_in_any_reads_scans_as_it_does_whole() {
+        for text in SPANNING {
+            let text = text.as_bytes();
+            let expected = whole(text);
+            for read in 1..=text.len().max(1) {
+                assert_eq!(
+                    fed(text, read).0,
+                    expected,
+                    "{:?} in {read}-byte reads",
+                    std::str::from_utf8(text)
+                );
+            }
+            // One cut at every byte, and two around it.
+            for cut in 0..=text.len() {
+                for second in cut..=text.len() {
+                    let mut scanner = Scanner::default();
+                    scanner.feed(&text[..cut]);
+                    scanner.feed(&text[..second]);
+                    let tape = scanner.finish(text).map(|tape| format!("{tape:?}"));
+                    assert_eq!(
+                        tape,
+                        expected,
+                        "{:?} cut at {cut} and {second}",
+                        std::str::from_utf8(text)
+                    );
+                }
+            }
+        }
+    }
+
+    /// The bodies a hostile upstream can make long: one string of escapes,
+    /// one of plain bytes, many strings, deep nesting, long numbers and
+    /// runs of space.
+    fn long_bodies(n: usize) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "one string of escapes",
+                format!("{{\"s\": \"{}\"}}", "\\u0078".repeat(n)),
+            ),
+            ("one plain string", format!("[\"{}\"]", "A".repeat(6 * n))),
+            ("a key", format!("{{\"{}\" : 1}}", "k".repeat(6 * n))),
+            (
+                "many strings",
+                format!("[{}\"x\"]", "\"ab\\ncd\", ".repeat(n / 2)),
+            ),
+            (
+                "deep nesting",
+                format!("{}1{}", "[{\"a\":".repeat(n / 4), "}]".repeat(n / 4)),
+            ),
+            (
+                "one long number",
+                format!(
+                    "[{}.{}e{}]",
+                    "1".repeat(2 * n),
+                    "2".repeat(2 * n),
+                    "3".repeat(2 * n)
+                ),
+            ),
+            (
+                "one long number outside an array",
+                format!("{{\"n\": -{}.5}}", "9".repeat(6 * n)),
+            ),
+            ("many numbers", format!("[{}0]", "-1.5e3, ".repeat(n))),
+            (
+                "runs of space",
+                format!("[1{}, 2{}]", " ".repeat(3 * n), "\n".repeat(3 * n)),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_resumed_scan_never_reads_again_what_it_passed() {
+        // 1-byte reads: a scan that went back to a token's start would
+        // read about len²/2 bytes (a billion here), not about len.
+        for (name, body) in long_bodies(8_000) {
+            let body = body.as_bytes();
+            for read in [1, 7, 4096] {
+                let (tape, examined) = fed(body, read);
+                assert!(tape.is_ok(), "{name}: {tape:?}");
+                assert_eq!(tape, whole(body), "{name} in {read}-byte reads");
+                let len = body.len() as u64;
+                assert!(
+                    examined <= 6 * len,
+                    "{name} in {read}-byte reads: {examined} bytes read for {len}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn digit_runs_end_at_the_first_non_digit() {

@@ -96,8 +96,9 @@ impl RouteTable {
             tracing::info!(
                 variable = admin.variable(),
                 "no admin token: /captures, /status.json, /view.json and POST /reload are \
-                 refused to everyone (set the variable to open them to its holder); /metrics, \
-                 /healthz and /readyz are open"
+                 served only on an admin listener bound to loopback, to this host (set the \
+                 variable to open them to its holder alone); /metrics, /healthz and /readyz \
+                 are open"
             );
         }
         let passing: Vec<&str> = routes

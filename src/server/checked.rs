@@ -186,6 +186,7 @@ impl CheckedStream {
                 self.out.push_back(buffer.slice(*passed..start));
             }
             *passed = start;
+            self.check.closing(&event);
             self.give_verdict();
         }
         match self.check.event(&event) {

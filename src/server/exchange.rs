@@ -156,25 +156,16 @@ async fn exchange(
         }
     };
     let route = matched.route;
-    record.route = Some(route.name.clone());
-    record.envelope = route.dialect.error_envelope();
-    record.retry_invalid = route.retry_invalid;
-    record.client = clients
-        .admit(&mut parts.headers, &[route.dialect.credential()])
-        .map_err(|refused| {
-            telemetry::refused(&route.name, &record.request_id, &refused);
-            RequestError::Unauthenticated {
-                header: refused.header,
-                prefix: refused.prefix,
-            }
-        })?;
-    routed(record, route);
+    admit(record, route, clients, &mut parts.headers)?;
     if let Some(asked) = upgrade {
         return tunnel::open(route, &parts, matched.rest, asked, record).await;
     }
     let path = route.upstream.path(matched.rest);
+    // The dialect's table decides by method: every POST it names, and the
+    // few reads it names (a GET answering the same object as a POST).
     let endpoint = match parts.method {
         Method::POST => route.dialect.endpoint(&path),
+        Method::GET => route.dialect.read(&path, parts.uri.query()),
         _ => None,
     };
     injected_panic("exchange", &record.request_id);
@@ -207,6 +198,30 @@ async fn exchange(
         Fetched::Whole(upstream, bytes, scanner) => call.whole(upstream, bytes, scanner, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
     }
+}
+
+/// The request is its route's, and its client is admitted (or refused);
+/// its span learns both.
+fn admit(
+    record: &mut RequestRecord,
+    route: &Route,
+    clients: &crate::route::Clients,
+    headers: &mut HeaderMap,
+) -> Result<(), RequestError> {
+    record.route = Some(route.name.clone());
+    record.envelope = route.dialect.error_envelope();
+    record.retry_invalid = route.retry_invalid;
+    record.client = clients
+        .admit(headers, &[route.dialect.credential()])
+        .map_err(|refused| {
+            telemetry::refused(&route.name, &record.request_id, &refused);
+            RequestError::Unauthenticated {
+                header: refused.header,
+                prefix: refused.prefix,
+            }
+        })?;
+    routed(record, route);
+    Ok(())
 }
 
 /// The request's span learns its route.

@@ -231,33 +231,12 @@ impl Probity {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let http = self.connection_builder();
         let ready = Arc::new(AtomicBool::new(true));
-        let captures = self.shared.captures.clone();
-        let reload: admin::Reload = {
-            let (reloader, shared) = (self.reloader.clone(), self.shared.clone());
-            Arc::new(move || reloader.reload(&shared.routes, "admin"))
-        };
-        let routes: admin::RouteList = {
-            let shared = self.shared.clone();
-            Arc::new(move || shared.routes.current().summaries())
-        };
-        let gate: admin::Gate = {
-            let shared = self.shared.clone();
-            Arc::new(move |headers| {
-                let table = shared.routes.current();
-                let admin = &table.admin;
-                admin
-                    .permits(headers)
-                    .map_err(|refusal| (refusal, admin.variable().to_string()))
-            })
-        };
-        tokio::spawn(admin::serve(
+        tokio::spawn(admin_endpoints(
             self.admin,
-            ready.clone(),
             self.metrics,
-            captures,
-            reload,
-            routes,
-            gate,
+            &self.shared,
+            &self.reloader,
+            ready.clone(),
         ));
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(
@@ -335,6 +314,44 @@ async fn drain_requests(
 }
 
 /// Reloads the configuration on every SIGHUP, for the process's life.
+/// The admin listener, reading what is in force now: the routes, the admin
+/// token (a reload may change either), and the reload itself.
+fn admin_endpoints(
+    listener: TcpListener,
+    metrics: PrometheusHandle,
+    shared: &Arc<Shared>,
+    reloader: &Arc<Reloader>,
+    ready: Arc<AtomicBool>,
+) -> impl Future<Output = ()> {
+    let reload: admin::Reload = {
+        let (reloader, shared) = (reloader.clone(), shared.clone());
+        Arc::new(move || reloader.reload(&shared.routes, "admin"))
+    };
+    let routes: admin::RouteList = {
+        let shared = shared.clone();
+        Arc::new(move || shared.routes.current().summaries())
+    };
+    let gate: admin::Gate = {
+        let shared = shared.clone();
+        Arc::new(move |headers| {
+            let table = shared.routes.current();
+            let admin = &table.admin;
+            admin
+                .permits(headers)
+                .map_err(|refusal| (refusal, admin.variable().to_string()))
+        })
+    };
+    admin::serve(
+        listener,
+        ready,
+        metrics,
+        shared.captures.clone(),
+        reload,
+        routes,
+        gate,
+    )
+}
+
 #[cfg(unix)]
 async fn reload_on_hangup(
     hangup: Option<tokio::signal::unix::Signal>,

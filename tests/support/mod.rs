@@ -781,6 +781,36 @@ async fn read_head(stream: &mut TcpStream) {
     }
 }
 
+/// For a server over TLS behind a private CA (moto over HTTPS): `ca.pem`,
+/// and `cert.pem` / `key.pem` for 127.0.0.1.
+pub fn private_ca(dir: &std::path::Path) {
+    let openssl = |args: &str| {
+        let out = std::process::Command::new("openssl")
+            .args(args.split_whitespace())
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "openssl {args}: {out:?}");
+    };
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    openssl(&format!(
+        "req -x509 {key} -days 2 -subj /CN=probity-test-CA -keyout ca.key -out ca.pem"
+    ));
+    openssl(&format!(
+        "req -new {key} -subj /CN=127.0.0.1 -keyout key.pem -out cert.csr"
+    ));
+    std::fs::write(
+        dir.join("cert.ext"),
+        "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n\
+         extendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        "x509 -req -in cert.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+         -extfile cert.ext -out cert.pem",
+    );
+}
+
 /// A port nothing listens on (bound, then released).
 pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

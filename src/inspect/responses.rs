@@ -1,0 +1,525 @@
+//! OpenAI's Responses API on the `openai` dialect (and every server that
+//! speaks it: Azure's `/openai/v1`, OpenRouter, vLLM, Ollama's and LM
+//! Studio's `/v1`): `POST …/responses`, whole or streamed, and the two
+//! calls that answer a stored response object, `GET …/responses/{id}` and
+//! `POST …/responses/{id}/cancel`. `openai.rs`'s endpoint table sends them
+//! here.
+//!
+//! A stream is named SSE events, each `{"type": …, "sequence_number": n}`,
+//! with no `[DONE]`: it ends with a terminal event (`response.completed`,
+//! `.incomplete`, `.failed`) carrying the whole response object.
+
+use super::stream::{self, Event, EventCheck, Framing};
+use super::{Endpoint, Response, StreamSpec};
+use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
+use crate::figures::{self, Figure, Judgement};
+use crate::invariants::{self, Fault};
+use crate::json::{Kind, Object};
+use crate::violation::Violation;
+
+/// The figures of a response object, whole or under an event's
+/// `/response`. `usage` is optional in the SDKs (`Optional[ResponseUsage]`,
+/// `null` while in progress), but once present they type its two details
+/// records as required: those keep their object.
+pub(super) const FIGURES: &[Figure] = &[
+    Figure::required("/usage/input_tokens_details"),
+    Figure::required("/usage/output_tokens_details"),
+    Figure::id("/id"),
+    Figure::count("/usage/input_tokens").tokens("input"),
+    Figure::count("/usage/output_tokens").tokens("output"),
+    Figure::count("/usage/total_tokens").tokens("total"),
+    Figure::count("/usage/input_tokens_details/*"),
+    Figure::count("/usage/output_tokens_details/*"),
+];
+
+/// `POST …/responses`: a response object, or with `stream: true` its events.
+pub(super) const CREATE: Endpoint = Endpoint {
+    operation: "chat",
+    check: response_object,
+    figures: FIGURES,
+    header_figures: &[],
+    stream: Some(StreamSpec {
+        asked: super::stream_true,
+        framing: Framing::Sse,
+        comments: true,
+        start: |_| Ok(Box::new(Events::default())),
+        unread: || Box::new(Events::default()),
+    }),
+    output: Some(OUTPUT),
+    batch: None,
+};
+
+/// `GET …/responses/{id}` and `POST …/responses/{id}/cancel`: the stored
+/// response object, judged as a created one. No request asks for its
+/// output contract, so none applies unless the route configures one.
+pub(super) const STORED: Endpoint = Endpoint {
+    operation: "chat",
+    check: response_object,
+    figures: FIGURES,
+    header_figures: &[],
+    stream: None,
+    output: Some(OUTPUT),
+    batch: None,
+};
+
+/// The joined `output_text` of the message items is the answer; the
+/// contract from `text.format`, the prompt from the last user input.
+const OUTPUT: OutputSpec = OutputSpec {
+    task: "responses",
+    requested: requested_format,
+    prompt: last_user_input,
+    answers: output_answer,
+};
+
+/// The values `status` may take (openai-python `ResponseStatus`).
+const STATUSES: &[&str] = &[
+    "completed",
+    "incomplete",
+    "failed",
+    "in_progress",
+    "queued",
+    "cancelled",
+];
+
+/// The events that end a stream: each carries the final response object.
+const TERMINAL: &[&str] = &[
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+];
+
+/// The events that carry a whole response object under `/response`.
+const CARRY_RESPONSE: &[&str] = &[
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+];
+
+/// Whether `path` (as sent upstream) names one stored response,
+/// `…/responses/{id}`, or its cancel, `…/responses/{id}/cancel`.
+pub(super) fn stored(path: &str, cancel: bool) -> bool {
+    let path = match cancel {
+        true => path.strip_suffix("/cancel"),
+        false => Some(path),
+    };
+    let Some((before, id)) = path.and_then(|p| p.rsplit_once('/')) else {
+        return false;
+    };
+    // `input_tokens` and `compact` are POST-only calls that answer other objects.
+    before.ends_with("/responses") && !id.is_empty() && !matches!(id, "input_tokens" | "compact")
+}
+
+/// The payload of a response object: `object` is `"response"` when
+/// present, `status` one of [`STATUSES`], `output` an array of items (see
+/// [`output_item`]). What the model wrote is the contract's.
+fn response_object(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    Ok(check_response(response.object()?, "")?)
+}
+
+/// [`response_object`] on a response object found at `at` (`""`, or an
+/// event's `response`).
+fn check_response(root: &Object<'_>, at: &str) -> Result<(), Violation> {
+    if let Some(object) = root.present("object") {
+        if object.string().as_deref() != Some("response") {
+            return Err(invariants::violation(
+                "response_object_invalid",
+                format!(
+                    "{at}object should be \"response\", got {}",
+                    short(object.text())
+                ),
+            ));
+        }
+    }
+    if let Some(status) = root.present("status") {
+        let known = status.string().is_some_and(|s| STATUSES.contains(&&*s));
+        if !known {
+            return Err(invariants::violation(
+                "response_status_invalid",
+                format!(
+                    "{at}status should be one of {}, got {}",
+                    STATUSES.join(", "),
+                    short(status.text())
+                ),
+            ));
+        }
+    }
+    let output = root.present("output").ok_or_else(|| {
+        invariants::violation("payload_missing", format!("{at}output is missing"))
+    })?;
+    let items = output.objects().ok_or_else(|| {
+        invariants::violation("payload_missing", format!("{at}output is not an array"))
+    })?;
+    for (i, item) in items.iter().enumerate() {
+        output_item(item.as_ref(), &format!("{at}output[{i}]"))?;
+    }
+    Ok(())
+}
+
+/// One output item: an object with a string `type`; a `message`'s
+/// `content` an array of parts with a string `type`, an `output_text`
+/// part's `text` a string; a `function_call`'s `name`, `call_id` and
+/// `arguments` strings (whether the arguments suit the tool is a tool
+/// call's judgement, not the payload's).
+fn output_item(item: Option<&Object<'_>>, at: &str) -> Result<(), Violation> {
+    let kind = item.and_then(|i| i.get("type")).and_then(|t| t.string());
+    let (Some(item), Some(kind)) = (item, kind) else {
+        return Err(invariants::violation(
+            "response_item_invalid",
+            format!("{at} should be an object with a string `type`"),
+        ));
+    };
+    match &*kind {
+        "message" => message_content(item, at),
+        "function_call" => {
+            for key in ["name", "call_id", "arguments"] {
+                if item.get(key).map(|v| v.kind()) != Some(Kind::String) {
+                    return Err(invariants::violation(
+                        "response_function_call_invalid",
+                        format!("{at}.{key} should be a string (a function_call item)"),
+                    ));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn message_content(item: &Object<'_>, at: &str) -> Result<(), Violation> {
+    let invalid = |what: String| invariants::violation("response_content_invalid", what);
+    let parts = item
+        .present("content")
+        .and_then(|c| c.objects())
+        .ok_or_else(|| invalid(format!("{at}.content should be an array of parts")))?;
+    for (j, part) in parts.iter().enumerate() {
+        let kind = part
+            .as_ref()
+            .and_then(|p| p.get("type"))
+            .and_then(|t| t.string());
+        match (part, kind.as_deref()) {
+            (Some(part), Some("output_text")) => {
+                if part.get("text").map(|t| t.kind()) != Some(Kind::String) {
+                    return Err(invalid(format!(
+                        "{at}.content[{j}].text should be a string (an output_text part)"
+                    )));
+                }
+            }
+            (Some(_), Some(_)) => {}
+            _ => {
+                return Err(invalid(format!(
+                    "{at}.content[{j}] should be an object with a string `type`"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A value's text for a message, cut short.
+fn short(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", text.get(..at).unwrap_or_default()),
+        None => text.to_string(),
+    }
+}
+
+/// The output items of a response object that are function calls (`type:
+/// "function_call"`), in order: what a tool-call judgement reads (their
+/// `name`, `call_id` and `arguments` are strings once the payload passed).
+#[allow(
+    dead_code,
+    reason = "the tool-call judgement reads it (issue 22, part 2)"
+)]
+pub(crate) fn function_calls<'a>(response: &Object<'a>) -> Vec<Object<'a>> {
+    output_items(response, "function_call")
+}
+
+/// The output items of `kind`, in order.
+fn output_items<'a>(response: &Object<'a>, kind: &str) -> Vec<Object<'a>> {
+    let items = response
+        .present("output")
+        .and_then(|o| o.objects())
+        .unwrap_or_default();
+    items
+        .into_iter()
+        .flatten()
+        .filter(|item| item.get("type").and_then(|t| t.string()).as_deref() == Some(kind))
+        .collect()
+}
+
+/// `text.format`: `json_schema` (its `schema`, flat beside `name`) or
+/// `json_object`; `text` (the default) asks for nothing.
+fn requested_format(request: &Object<'_>) -> Requested {
+    let format = request
+        .present("text")
+        .and_then(|t| t.object())
+        .and_then(|t| t.present("format"))
+        .and_then(|f| f.object());
+    let Some(format) = format else {
+        return Requested::Nothing;
+    };
+    match format.get("type").and_then(|t| t.string()).as_deref() {
+        Some("json_object") => Requested::Json,
+        Some("json_schema") => format
+            .present("schema")
+            .and_then(|schema| serde_json::from_str(schema.text()).ok())
+            .map_or(Requested::Json, Requested::Schema),
+        _ => Requested::Nothing,
+    }
+}
+
+/// The prompt: `input` when it is a string, else the last `user` item's
+/// text (a string `content`, or its `input_text` parts joined).
+fn last_user_input(request: &Object<'_>) -> Option<String> {
+    let input = request.present("input")?;
+    if let Some(text) = input.string() {
+        return Some(text.into_owned());
+    }
+    let items = input.objects()?;
+    let item = items
+        .iter()
+        .rev()
+        .flatten()
+        .find(|m| m.get("role").and_then(|r| r.string()).as_deref() == Some("user"))?;
+    let content = item.present("content")?;
+    if let Some(text) = content.string() {
+        return Some(text.into_owned());
+    }
+    let texts: Vec<String> = content
+        .objects()?
+        .iter()
+        .flatten()
+        .filter_map(|p| p.present("text").and_then(|t| t.string()))
+        .map(|t| t.into_owned())
+        .collect();
+    Some(texts.concat())
+}
+
+/// One answer: every `output_text` part of every `message` item, joined in
+/// order (as the SDKs' `output_text` joins them); truncated when the
+/// response is incomplete for `max_output_tokens`, a refusal when a
+/// message holds a `refusal` part.
+fn output_answer<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<Answer<'a>> {
+    let mut texts = Vec::new();
+    let mut refusal = false;
+    for message in output_items(response, "message") {
+        let parts = message
+            .present("content")
+            .and_then(|c| c.objects())
+            .unwrap_or_default();
+        for part in parts.iter().flatten() {
+            match part.get("type").and_then(|t| t.string()).as_deref() {
+                Some("output_text") => texts.extend(part.get("text")),
+                Some("refusal") => refusal = true,
+                _ => {}
+            }
+        }
+    }
+    let mut texts = texts.into_iter();
+    vec![Answer {
+        content: texts.next(),
+        more: texts.collect(),
+        truncated: truncated(response),
+        refusal,
+    }]
+}
+
+/// `incomplete_details.reason` is `max_output_tokens`.
+fn truncated(response: &Object<'_>) -> bool {
+    response
+        .present("incomplete_details")
+        .and_then(|d| d.object())
+        .and_then(|d| d.get("reason"))
+        .and_then(|r| r.string())
+        .as_deref()
+        == Some("max_output_tokens")
+}
+
+/// A streamed response, judged event by event by its `type`.
+#[derive(Default)]
+struct Events {
+    /// The last `sequence_number` seen: each must be greater.
+    sequence: Option<u64>,
+    /// A terminal event passed: nothing may follow.
+    done: bool,
+    /// The `output_text` deltas, joined; the terminal event says whether
+    /// the answer was cut.
+    answer: StreamedAnswer,
+}
+
+impl Events {
+    /// `sequence_number`, when present: a count greater than the last one
+    /// delivered.
+    fn sequence(&self, event: &Object<'_>, kind: &str) -> Result<Option<u64>, Violation> {
+        let Some(number) = event.present("sequence_number") else {
+            return Ok(None); // some compatible servers send none
+        };
+        let Some(number) = number.count() else {
+            return Err(invariants::violation(
+                "response_sequence_invalid",
+                format!(
+                    "{kind}'s sequence_number should be a count, got {}",
+                    short(number.text())
+                ),
+            ));
+        };
+        if let Some(last) = self.sequence.filter(|last| number <= *last) {
+            return Err(invariants::violation(
+                "response_sequence_invalid",
+                format!("{kind}'s sequence_number {number} does not follow {last}"),
+            ));
+        }
+        Ok(Some(number))
+    }
+
+    /// Judges one event's data by its `type`.
+    fn judge(&mut self, data: &[u8]) -> Result<Option<Judgement>, Violation> {
+        let doc = super::openai::event_object(data)?;
+        let body = doc.object().unwrap_or_default();
+        let kind = body.get("type").and_then(|t| t.string()).ok_or_else(|| {
+            invariants::violation(
+                "response_event_invalid",
+                "a stream event has no string `type`".into(),
+            )
+        })?;
+        let number = self.sequence(&body, &kind)?;
+        let judged = if CARRY_RESPONSE.contains(&&*kind) {
+            self.response(data, &body, &kind).map(Some)
+        } else {
+            // `error` (the provider's own mid-stream error) passes, like
+            // every type this judge does not know.
+            self.gather(&body, &kind).map(|()| None)
+        };
+        // Only a delivered event moves the sequence (an error event follows it).
+        if judged.is_ok() {
+            self.sequence = number.or(self.sequence);
+        }
+        judged
+    }
+
+    /// What an event adds to the answer, and its items' payload checks.
+    fn gather(&mut self, event: &Object<'_>, kind: &str) -> Result<(), Violation> {
+        match kind {
+            "response.output_text.delta" => {
+                if let Some(delta) = event.present("delta").and_then(|d| d.string()) {
+                    self.answer.push(&delta);
+                }
+            }
+            "response.refusal.delta" | "response.refusal.done" => self.answer.refusal = true,
+            "response.output_item.added" | "response.output_item.done" => {
+                let item = event.present("item").and_then(|i| i.object());
+                output_item(item.as_ref(), &format!("{kind}'s item"))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// An event carrying a response object: its payload, and its figures
+    /// under `/response`.
+    fn response(
+        &mut self,
+        data: &[u8],
+        event: &Object<'_>,
+        kind: &str,
+    ) -> Result<Judgement, Violation> {
+        let response = event
+            .present("response")
+            .and_then(|r| r.object())
+            .ok_or_else(|| {
+                invariants::violation(
+                    "response_event_invalid",
+                    format!("{kind} has no `response` object"),
+                )
+            })?;
+        check_response(&response, &format!("{kind}'s response."))?;
+        if TERMINAL.contains(&kind) {
+            self.done = true;
+            self.answer.truncated |= truncated(&response);
+        }
+        Ok(super::prefixed(
+            figures::judge(data, &response, FIGURES),
+            "/response",
+        ))
+    }
+}
+
+impl EventCheck for Events {
+    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+        let Some(data) = event.data.as_deref() else {
+            return Ok(None); // a comment or keep-alive
+        };
+        if self.done {
+            return Err(invariants::violation(
+                "stream_after_done",
+                "the stream went on after its terminal event".into(),
+            ));
+        }
+        self.judge(data)
+    }
+
+    /// The dialect's own error event, so that the SDKs read it as one:
+    /// `code` probity's error type, `sequence_number` the next one. The
+    /// usual error object rides along under `error`: openai-python's
+    /// stream raises `APIError` with its message.
+    fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
+        let data = serde_json::json!({
+            "type": "error",
+            "code": error.get("type"),
+            "message": error.get("message"),
+            "param": error.get("code"),
+            "sequence_number": self.sequence.map_or(0, |n| n.saturating_add(1)),
+            "error": error,
+        })
+        .to_string();
+        stream::write_event(Framing::Sse, Some("error"), data.as_bytes(), None)
+    }
+
+    /// By the `event:` name, or (a server that sends none) the data's `type`.
+    fn ends(&self, event: &Event<'_>) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Typed<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        match (event.name, event.data.as_deref()) {
+            (Some(name), _) => TERMINAL.contains(&name),
+            (None, Some(data)) => serde_json::from_slice::<Typed<'_>>(data)
+                .is_ok_and(|typed| TERMINAL.contains(&&*typed.kind)),
+            (None, None) => false,
+        }
+    }
+
+    /// A terminal event's response says whether the answer was cut.
+    fn closing(&mut self, event: &Event<'_>) {
+        let doc = event.data.as_deref().map(crate::json::Document::parse);
+        let response = match &doc {
+            Some(Ok(doc)) => doc.object().and_then(|e| e.present("response")?.object()),
+            _ => None,
+        };
+        self.answer.truncated |= response.is_some_and(|r| truncated(&r));
+    }
+
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        Some(&self.answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_paths_are_one_response_or_its_cancel() {
+        assert!(stored("/v1/responses/resp_1", false));
+        assert!(stored("/openai/v1/responses/resp_1/cancel", true));
+        assert!(!stored("/v1/responses/resp_1/cancel", false));
+        assert!(!stored("/v1/responses/resp_1/input_items", false));
+        assert!(!stored("/v1/responses/", false));
+        assert!(!stored("/v1/responses/input_tokens", false));
+        assert!(!stored("/v1/responses", false));
+    }
+}
