@@ -55,6 +55,17 @@ pub(crate) fn https(connect_timeout: Duration) -> Connector {
         .wrap_connector(Egress::new(connect_timeout))
 }
 
+/// As [`https`], HTTP/1.1 alone: a WebSocket handshake is an HTTP/1.1
+/// upgrade, which an HTTP/2 connection (what ALPN would pick at a hosted
+/// provider) cannot carry.
+pub(crate) fn https_http1(connect_timeout: Duration) -> Connector {
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(Egress::new(connect_timeout))
+}
+
 /// HTTPS with the system's roots, where an operator adds the CA of a
 /// private MinIO or Ceph (as the clouds' own SDKs read them); the web PKI
 /// roots when the system has none (a distroless image).

@@ -55,8 +55,12 @@ pub(crate) enum RequestError {
     },
     #[error("the request body did not arrive within server.body_read_timeout_ms ({after_ms} ms)")]
     BodyTimeout { after_ms: u64 },
-    /// A protocol upgrade (WebSocket): probity checks HTTP exchanges only.
-    #[error("probity does not proxy protocol upgrades (Upgrade: {protocol})")]
+    /// A protocol upgrade probity does not tunnel: anything but a Realtime
+    /// WebSocket on a dialect that has one.
+    #[error(
+        "probity tunnels only Realtime WebSocket sessions (GET …/realtime on an openai route), \
+         not this upgrade (Upgrade: {protocol})"
+    )]
     Upgrade { protocol: String },
     /// `[[clients]]` are configured and none of their tokens was presented.
     #[error("no client token was presented in {header}")]

@@ -29,6 +29,7 @@ pub(crate) const OVERLOAD_REJECTIONS_TOTAL: &str = "probity_overload_rejections_
 pub(crate) const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_invalid_response_total";
 pub(crate) const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
 pub(crate) const TOKENS_TOTAL: &str = "probity_tokens_total";
+pub(crate) const REALTIME_ERRORS_TOTAL: &str = "probity_realtime_errors_total";
 pub(crate) const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 pub(crate) const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
 pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
@@ -97,6 +98,7 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         TOKENS_TOTAL,
         "Tokens as reported by providers, counted only from well-formed figures."
     );
+    describe_tunnels();
     describe_histogram!(
         TIME_TO_FIRST_BYTE_SECONDS,
         Unit::Seconds,
@@ -142,6 +144,14 @@ fn build_info() {
         "Always 1, labelled with the running probity version."
     );
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// What WebSocket tunnels (Realtime sessions) count of their own.
+fn describe_tunnels() {
+    describe_counter!(
+        REALTIME_ERRORS_TOTAL,
+        "Realtime `error` events the upstream sent through a WebSocket tunnel, by route."
+    );
 }
 
 /// What shows a limit at work, or a leak.
@@ -429,6 +439,17 @@ pub(crate) fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
                 .increment(*count);
         }
     });
+}
+
+/// A Realtime session's upstream sent an `error` event (relayed as it is;
+/// its message is not logged: it may quote the client's input).
+pub(crate) fn realtime_error(route: &str, request_id: &HeaderValue) {
+    counter!(REALTIME_ERRORS_TOTAL, "route" => route.to_string()).increment(1);
+    tracing::debug!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        "realtime error event relayed"
+    );
 }
 
 /// A request presented no configured client token: its request line says

@@ -271,6 +271,11 @@ fn entries<'a, 't, 'o>(
         // so it is the one judged (two entries for one span would splice it
         // twice).
         for (key, value, exact) in object.into_iter().flat_map(|o| o.members()) {
+            // A member the table lists as a record of its own (Realtime's
+            // `cached_tokens_details`) is judged there, member by member.
+            if nested_record(table, record, key) {
+                continue;
+            }
             entries.push(Entry {
                 figure,
                 member: exact.then_some(key),
@@ -279,6 +284,16 @@ fn entries<'a, 't, 'o>(
         }
     }
     entries
+}
+
+/// Whether the table has a record at `record/key`.
+fn nested_record(table: &[Figure], record: &str, key: &str) -> bool {
+    table.iter().any(|f| {
+        f.record()
+            .strip_prefix(record)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|rest| rest == &*escape_token(key))
+    })
 }
 
 /// Whether the table marks the record at `pointer` as required.

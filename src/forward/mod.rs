@@ -13,6 +13,7 @@
 mod body;
 mod headers;
 mod relay;
+mod upgrade;
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -34,6 +35,7 @@ pub(crate) use body::{ClientFault, UpstreamBody};
 pub use headers::remove_hop_by_hop;
 pub(crate) use headers::X_REQUEST_ID;
 pub(crate) use relay::Relay;
+pub(crate) use upgrade::{upgrade, Handshake};
 
 /// Why an upstream exchange failed. Each variant is one row of the error
 /// table and one `kind` of `probity_upstream_errors_total`.
@@ -97,6 +99,10 @@ pub(crate) struct Upstream {
     pub(crate) credential: Option<Credential>,
     /// The remedy named in `upstream_unreachable` errors.
     pub(crate) hint: &'static str,
+    /// The client of WebSocket tunnels (HTTP/1.1, unpooled), made on the
+    /// route's first one.
+    tunnels: std::sync::OnceLock<HttpClient>,
+    connect_timeout: Duration,
 }
 
 impl Upstream {
@@ -133,6 +139,8 @@ impl Upstream {
             limits,
             credential: None,
             hint,
+            tunnels: std::sync::OnceLock::new(),
+            connect_timeout,
         }
     }
 

@@ -15,6 +15,7 @@ mod jina;
 mod ollama;
 mod openai;
 mod passthrough;
+pub(crate) mod realtime;
 mod responses;
 pub(crate) mod stream;
 mod tei;
@@ -99,6 +100,13 @@ pub trait Dialect: Send + Sync {
     /// response object as a POST does).
     fn read(&self, _path: &str, _query: Option<&str>) -> Option<&'static Endpoint> {
         None
+    }
+
+    /// Whether a WebSocket upgrade to this path (as sent upstream) is a
+    /// Realtime session probity tunnels (`inspect::realtime`); every other
+    /// upgrade is refused.
+    fn realtime(&self, _path: &str) -> bool {
+        false
     }
 }
 

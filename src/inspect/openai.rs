@@ -133,6 +133,10 @@ impl Dialect for OpenAi {
         let streamed = query.is_some_and(|q| q.split('&').any(|p| p == "stream=true"));
         (super::responses::stored(path, false) && !streamed).then_some(&super::responses::STORED)
     }
+
+    fn realtime(&self, path: &str) -> bool {
+        path.ends_with("/realtime")
+    }
 }
 
 /// `data` holds one vector per input, floats or (with `encoding_format:

@@ -59,6 +59,18 @@ impl ResponseBody {
         }
     }
 
+    /// The empty body of a `101 Switching Protocols`: the tunnel after it
+    /// ends the request (`tunnel`), not this body.
+    pub(crate) fn switched() -> Self {
+        Self {
+            payload: Payload::Whole(None),
+            record: None,
+            bytes: 0,
+            first_byte_seen: false,
+            _held: None,
+        }
+    }
+
     fn finish(&mut self, ending: Ending) {
         if let Some(mut record) = self.record.take() {
             if let Payload::Checked(checked) = &mut self.payload {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
-use http::{request, response, HeaderMap, Method, Request, Response};
+use http::{request, response, HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -36,6 +36,7 @@ use super::chunks;
 use super::finish::{finish, Findings, Scope, Verbatim};
 use super::head;
 use super::held::{Delivery, Holder, Reserved};
+use super::tunnel;
 use super::Shared;
 use crate::error::{ProxyError, RequestError};
 use crate::figures;
@@ -83,11 +84,12 @@ pub(super) async fn handle(
         span: (shared.tracer.as_ref()).and_then(|t| t.request(request.headers(), request.method())),
     };
     let mut reserved = None;
+    let mut opened = None;
     let outcome = CatchPanic::new(exchange(
         &shared,
         request,
         address,
-        &mut reserved,
+        (&mut reserved, &mut opened),
         &mut record,
     ))
     .await;
@@ -101,6 +103,10 @@ pub(super) async fn handle(
         }
     };
     record.status = response.status();
+    if let (Some(pending), StatusCode::SWITCHING_PROTOCOLS) = (opened, response.status()) {
+        tokio::spawn(pending.run(record, shared.tunnels.clone()));
+        return Ok(response.map(|_| ResponseBody::switched()));
+    }
     let share = match response.body() {
         Payload::Whole(Some(bytes)) => {
             let holder = Holder::of(record.client.as_deref(), address);
@@ -121,17 +127,17 @@ pub(super) async fn handle(
 }
 
 /// The request filter, then the phases after it; `address` is the client's
-/// (`head::client_address`), and an inspected request's guess at its answer
-/// is left in `reserved`.
+/// (`head::client_address`), an inspected request's guess at its answer
+/// is left in `reserved`, and a WebSocket tunnel to run in `opened`.
 async fn exchange(
     shared: &Shared,
     request: Request<Incoming>,
     address: Option<std::net::IpAddr>,
-    reserved: &mut Option<Reserved>,
+    (reserved, opened): (&mut Option<Reserved>, &mut Option<tunnel::Pending>),
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (mut parts, body) = request.into_parts();
-    head::check(&parts)?;
+    let upgrade = head::check(&parts)?.map(|asked| tunnel::Asked::take(asked, &mut parts, opened));
     let peer = parts.extensions.get::<head::Peer>().copied();
     head::clean(&mut parts.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
@@ -150,19 +156,10 @@ async fn exchange(
         }
     };
     let route = matched.route;
-    record.route = Some(route.name.clone());
-    record.envelope = route.dialect.error_envelope();
-    record.retry_invalid = route.retry_invalid;
-    record.client = clients
-        .admit(&mut parts.headers, &[route.dialect.credential()])
-        .map_err(|refused| {
-            telemetry::refused(&route.name, &record.request_id, &refused);
-            RequestError::Unauthenticated {
-                header: refused.header,
-                prefix: refused.prefix,
-            }
-        })?;
-    routed(record, route);
+    admit(record, route, clients, &mut parts.headers)?;
+    if let Some(asked) = upgrade {
+        return tunnel::open(route, &parts, matched.rest, asked, record).await;
+    }
     let path = route.upstream.path(matched.rest);
     // The dialect's table decides by method: every POST it names, and the
     // few reads it names (a GET answering the same object as a POST).
@@ -201,6 +198,30 @@ async fn exchange(
         Fetched::Whole(upstream, bytes, scanner) => call.whole(upstream, bytes, scanner, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
     }
+}
+
+/// The request is its route's, and its client is admitted (or refused);
+/// its span learns both.
+fn admit(
+    record: &mut RequestRecord,
+    route: &Route,
+    clients: &crate::route::Clients,
+    headers: &mut HeaderMap,
+) -> Result<(), RequestError> {
+    record.route = Some(route.name.clone());
+    record.envelope = route.dialect.error_envelope();
+    record.retry_invalid = route.retry_invalid;
+    record.client = clients
+        .admit(headers, &[route.dialect.credential()])
+        .map_err(|refused| {
+            telemetry::refused(&route.name, &record.request_id, &refused);
+            RequestError::Unauthenticated {
+                header: refused.header,
+                prefix: refused.prefix,
+            }
+        })?;
+    routed(record, route);
+    Ok(())
 }
 
 /// The request's span learns its route.

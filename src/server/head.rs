@@ -7,8 +7,9 @@
 //! could read differently (RFC 9112 §6.1, §3.2) is refused here with a 400,
 //! before anything is sent upstream: more than one `Transfer-Encoding`
 //! line, one that is not exactly `chunked`, and a request without exactly
-//! one `Host`. A protocol upgrade (WebSocket) is refused too. The
-//! connection is then closed.
+//! one `Host`. The connection is then closed. A protocol upgrade is
+//! returned to the caller, which tunnels a Realtime WebSocket and refuses
+//! every other (its bytes after the switch would pass unchecked).
 
 use std::net::SocketAddr;
 
@@ -24,8 +25,9 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Peer(pub(super) SocketAddr);
 
-/// Refuses a head whose framing or target is ambiguous.
-pub(super) fn check(parts: &request::Parts) -> Result<(), RequestError> {
+/// Refuses a head whose framing or target is ambiguous; returns the
+/// protocol an upgrade asks for, if it asks one.
+pub(super) fn check(parts: &request::Parts) -> Result<Option<String>, RequestError> {
     let hosts = parts.headers.get_all(HOST).iter().count();
     let needs_host = parts.version == Version::HTTP_11;
     if hosts > 1 || (needs_host && hosts == 0) {
@@ -33,11 +35,10 @@ pub(super) fn check(parts: &request::Parts) -> Result<(), RequestError> {
             what: "an HTTP/1.1 request needs exactly one Host header",
         });
     }
-    // An upgrade to anything but h2c is refused: its bytes after the switch
-    // would pass unchecked. `Upgrade: h2c` (what `curl --http2` sends over
-    // cleartext) may be ignored, RFC 9113 §3.1: the answer stays HTTP/1.1.
-    // (An `Upgrade` that `Connection` does not name asks for nothing: it is
-    // dropped as hop-by-hop.)
+    // `Upgrade: h2c` (what `curl --http2` sends over cleartext) may be
+    // ignored, RFC 9113 §3.1: the answer stays HTTP/1.1. (An `Upgrade` that
+    // `Connection` does not name asks for nothing: it is dropped as
+    // hop-by-hop.)
     let asks_upgrade = parts
         .headers
         .get_all(CONNECTION)
@@ -45,12 +46,12 @@ pub(super) fn check(parts: &request::Parts) -> Result<(), RequestError> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
-    if let Some(upgrade) = parts.headers.get(UPGRADE).filter(|_| asks_upgrade) {
-        let protocol = String::from_utf8_lossy(upgrade.as_bytes()).into_owned();
-        if !protocol.trim().eq_ignore_ascii_case("h2c") {
-            return Err(RequestError::Upgrade { protocol });
-        }
-    }
+    let upgrade = parts
+        .headers
+        .get(UPGRADE)
+        .filter(|_| asks_upgrade)
+        .map(|upgrade| String::from_utf8_lossy(upgrade.as_bytes()).into_owned())
+        .filter(|protocol| !protocol.trim().eq_ignore_ascii_case("h2c"));
     let mut encodings = parts.headers.get_all(TRANSFER_ENCODING).iter();
     if let Some(first) = encodings.next() {
         let chunked = first
@@ -62,7 +63,7 @@ pub(super) fn check(parts: &request::Parts) -> Result<(), RequestError> {
             });
         }
     }
-    Ok(())
+    Ok(upgrade)
 }
 
 /// Removes what must never reach an upstream, and states who the client

@@ -17,6 +17,7 @@ mod head;
 mod held;
 mod memory;
 mod reload;
+mod tunnel;
 
 pub(crate) use checked::{CheckedStream, StreamContext};
 pub(crate) use finish::Findings;
@@ -62,6 +63,8 @@ pub(crate) struct Shared {
     pub(crate) held: Arc<held::Held>,
     /// Makes the requests' spans, when spans are exported.
     pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
+    /// The open WebSocket tunnels, which drain waits for.
+    tunnels: Arc<tunnel::Tunnels>,
 }
 
 /// Failures before serving: nothing is half-started.
@@ -179,6 +182,7 @@ impl Probity {
                 ),
                 tracer: crate::trace::Tracer::start(&config.telemetry)
                     .map_err(|err| StartError::Telemetry(err.to_string()))?,
+                tunnels: tunnel::Tunnels::new(),
             }),
             proxy,
             admin,
@@ -279,20 +283,33 @@ impl Probity {
         drop(self.proxy);
         let in_flight = connections.active.load(Ordering::Relaxed);
         tracing::info!(connections = in_flight, "draining");
-        match tokio::time::timeout(self.drain_timeout, graceful.shutdown()).await {
-            Ok(()) => tracing::info!("drained: every request in flight completed"),
-            Err(_) => tracing::warn!(
-                connections = connections.active.load(Ordering::Relaxed),
-                drain_timeout_ms = self.drain_timeout.as_millis() as u64,
-                "drain timeout reached: closing the connections still open"
-            ),
-        }
+        // A tunnel left its HTTP connection at the switch: waited for apart.
+        tokio::join!(
+            drain_requests(graceful, &connections, self.drain_timeout),
+            self.shared.tunnels.drain(deadline)
+        );
         // Captures of the requests just finished, within what is left.
         self.shared.captures.drain(deadline).await;
         if let Some(tracer) = &self.shared.tracer {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             tracer.flush(left).await;
         }
+    }
+}
+
+/// Waits for the requests in flight, `drain_timeout` at most.
+async fn drain_requests(
+    graceful: GracefulShutdown,
+    connections: &memory::Connections,
+    drain_timeout: Duration,
+) {
+    match tokio::time::timeout(drain_timeout, graceful.shutdown()).await {
+        Ok(()) => tracing::info!("drained: every request in flight completed"),
+        Err(_) => tracing::warn!(
+            connections = connections.active.load(Ordering::Relaxed),
+            drain_timeout_ms = drain_timeout.as_millis() as u64,
+            "drain timeout reached: closing the connections still open"
+        ),
     }
 }
 
@@ -372,12 +389,16 @@ impl Connection {
         let delivery = Arc::new(held::Delivery::default());
         let held = shared.held.clone();
         let clock = delivery.clone();
+        // A tunnel keeps the connection's slot after hyper lets it go.
+        let slot = Arc::new(slot);
+        let tunnel_slot = slot.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(head::Peer(peer));
             request.extensions_mut().insert(clock.clone());
+            request.extensions_mut().insert(tunnel_slot.clone());
             exchange::handle(shared.clone(), request)
         });
-        let connection = http.serve_connection(TokioIo::new(stream), service);
+        let connection = http.serve_connection_with_upgrades(TokioIo::new(stream), service);
         tokio::select! {
             served = watcher.watch(connection) => if let Err(err) = served {
                 tracing::debug!(error = %err, "client connection ended with an error");
