@@ -278,7 +278,7 @@ impl Contract {
         if self.answer {
             let answers: Vec<&Answer<'_>> = answers
                 .iter()
-                .filter(|a| !beside_calls || a.content.is_some_and(|c| !c.is_null()))
+                .filter(|a| !beside_calls || a.content.is_some_and(has_content))
                 .collect();
             if answers.is_empty() && !beside_calls {
                 verdict.add("invalid_json", "the response holds no answer".into());
@@ -483,6 +483,12 @@ impl Contract {
             }
         }
     }
+}
+
+/// Content beside tool calls: `null` or `""` is none (the calls are
+/// the answer: OpenAI sends `null` there, Ollama `""`).
+fn has_content(content: Json<'_>) -> bool {
+    !content.is_null() && content.string().is_none_or(|text| !text.is_empty())
 }
 
 /// The content parsed strictly: exactly one JSON value, nothing stripped.
