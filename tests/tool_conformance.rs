@@ -100,7 +100,11 @@ fn load_cases() -> Vec<Case> {
             Err(problem) => problems.push(format!("{}: {problem}", fixture.id())),
         }
     }
-    assert!(problems.is_empty(), "bad fixtures:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "bad fixtures:\n{}",
+        problems.join("\n")
+    );
     cases
 }
 
@@ -173,7 +177,8 @@ fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
             // stream makes them text: OpenAI's string, Anthropic's deltas.
             let text = dialect == "openai" || (dialect == "anthropic" && streamed);
             for reason in REASONS {
-                let reachable = text || !reason.starts_with("tool_arguments_")
+                let reachable = text
+                    || !reason.starts_with("tool_arguments_")
                     || reason == "tool_arguments_schema";
                 if reachable && !of.iter().any(|c| c.expect.reasons == [reason]) {
                     missing.push(format!("{dialect} {what}: {reason} alone"));
@@ -259,7 +264,11 @@ impl support::conformance::Suite for Suite {
             _ => "valid",
         };
         let mut probes = vec![
-            (OUTPUTS, vec![("task", task.clone())], f64::from(u8::from(judged))),
+            (
+                OUTPUTS,
+                vec![("task", task.clone())],
+                f64::from(u8::from(judged)),
+            ),
             (
                 OUTPUTS,
                 vec![("task", task.clone()), ("verdict", verdict.to_string())],
@@ -285,7 +294,10 @@ impl support::conformance::Suite for Suite {
         if let Some(invariant) = &expect.invariant {
             probes.push((
                 INVALID,
-                vec![("route", case.route.clone()), ("invariant", invariant.clone())],
+                vec![
+                    ("route", case.route.clone()),
+                    ("invariant", invariant.clone()),
+                ],
                 1.0,
             ));
         }
@@ -327,7 +339,12 @@ fn check_answer(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     check_status(got, 200, failed);
     check_content_type(got, case.content_type(), failed);
     check_content_length(got, failed);
-    check_body("the body (the upstream's)", got, &with_verdict(case), failed);
+    check_body(
+        "the body (the upstream's)",
+        got,
+        &with_verdict(case),
+        failed,
+    );
     if case.framing.streamed() {
         return;
     }
@@ -395,6 +412,8 @@ fn check_cut(case: &Case, got: &Got, failed: &mut Vec<String>) {
     let rest = String::from_utf8_lossy(&got.body[before.len()..]).into_owned();
     let invariant = case.expect.invariant.as_deref().unwrap_or_default();
     if !rest.contains(&format!("\"{invariant}\"")) || rest.contains("probity-output") {
-        failed.push(format!("after the sound events: {rest:?}, want one error event"));
+        failed.push(format!(
+            "after the sound events: {rest:?}, want one error event"
+        ));
     }
 }

@@ -193,9 +193,11 @@ impl StreamedCalls {
         }
     }
 
-    /// A fragment of a call's arguments.
+    /// A fragment of a started call's arguments (a fragment of anything
+    /// else, such as a server tool's block, is not a call's).
     pub(crate) fn append(&mut self, key: u64, fragment: &str) {
-        if let Some((_, _, Fragments::Joined(text, _))) = self.slot(key) {
+        let call = self.calls.iter_mut().find(|(k, _, _)| *k == key);
+        if let Some((_, _, Fragments::Joined(text, _))) = call {
             text.push_str(fragment);
         }
     }
@@ -328,6 +330,7 @@ mod tests {
         calls.start(1, Some("weather".into()), Some("{}".into()));
         calls.start(0, Some("now".into()), Some("{}".into()));
         calls.append(1, r#"{"city""#);
+        calls.append(7, "not a call's");
         calls.start(1, Some("other".into()), None);
         calls.append(1, r#": "Paris"}"#);
         calls.whole(Call {
