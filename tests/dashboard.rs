@@ -801,3 +801,35 @@ fn the_query_reader_finds_each_metric_and_label() {
         .iter()
         .any(|q| q.expr.contains("offset") && q.shown_by.contains(&"invariant".to_string())));
 }
+
+/// The output panels match no `task` or `reason` value: every task and
+/// reason is shown as it appears (the tool-call reasons, the endpoints'
+/// tasks), and one panel splits the invalid outputs by reason.
+#[test]
+fn the_output_panels_show_every_task_and_reason_without_naming_one() {
+    let outputs = [
+        "probity_model_invalid_output_total",
+        "probity_model_outputs_total",
+    ];
+    let mut by_reason = false;
+    for query in dashboard_queries() {
+        let asks = asks(&query.expr);
+        for (metric, labels) in &asks.selectors {
+            if !outputs.contains(&metric.as_str()) {
+                continue;
+            }
+            for label in ["task", "reason"] {
+                assert!(
+                    !labels.iter().any(|l| l == label),
+                    "{}: {metric} matches a {label}: {}",
+                    query.at,
+                    query.expr
+                );
+            }
+            by_reason |= metric == "probity_model_invalid_output_total"
+                && asks.grouping.iter().any(|l| l == "reason")
+                && query.shown_by.iter().any(|l| l == "reason");
+        }
+    }
+    assert!(by_reason, "no panel shows the invalid outputs by reason");
+}

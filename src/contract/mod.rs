@@ -10,9 +10,11 @@
 //! it appears in a cited source with whitespace folded, nothing looser.
 //!
 //! A contract comes from the request (a JSON schema or JSON mode the app
-//! asked the provider for) and from the route's `[routes.contract]`.
+//! asked the provider for, the tools it declared) and from the route's
+//! `[routes.contract]`.
 
 mod schema;
+mod tools;
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -24,6 +26,8 @@ use crate::config::{ContractConfig, OnInvalid};
 use crate::json::Json;
 pub(crate) use schema::Compiled;
 pub use schema::SchemaCache;
+pub(crate) use tools::{declared_functions, name_of, Arguments, Call, Declared, StreamedCalls};
+pub(crate) use tools::{ToolSpec, Tools};
 
 /// Why an answer is unusable: the `reason` label, a fixed set.
 pub(crate) const REASONS: &[&str] = &[
@@ -39,6 +43,10 @@ pub(crate) const REASONS: &[&str] = &[
     "quote_ungrounded",
     "truncated",
     "refusal",
+    "tool_unknown",
+    "tool_arguments_invalid_json",
+    "tool_arguments_not_object",
+    "tool_arguments_schema",
 ];
 
 /// Strings that stand in for an answer rather than being one.
@@ -97,6 +105,9 @@ pub(crate) struct OutputSpec {
     /// The answers of a response (the request says which tool was forced).
     pub(crate) answers:
         for<'a> fn(&crate::json::Object<'_>, &crate::json::Object<'a>) -> Vec<Answer<'a>>,
+    /// Where the declared tools and the tool calls are, when the endpoint
+    /// has tools.
+    pub(crate) tools: Option<ToolSpec>,
 }
 
 /// An answer gathered from a stream's deltas.
@@ -125,6 +136,11 @@ pub struct Contract {
     pub(crate) schema: Option<Arc<Compiled>>,
     /// The sources the app supplied in its prompt document: `(id, text)`.
     pub(crate) sources: Vec<(String, String)>,
+    /// Whether the answer itself is judged (the request or the route asked
+    /// for a contract), not only the tool calls.
+    pub(crate) answer: bool,
+    /// The tools the request declared, that its calls are judged against.
+    pub(crate) tools: Option<Tools>,
 }
 
 /// The verdict on a response's answers.
@@ -179,11 +195,25 @@ impl Contract {
         prompt: Option<String>,
         cache: &SchemaCache,
     ) -> Option<Self> {
+        Self::resolve_with_tools(requested, None, config, endpoint, prompt, cache)
+    }
+
+    /// [`Contract::resolve`], with the tools the request declared: a
+    /// request that declares tools has its calls judged, contract or not.
+    pub(crate) fn resolve_with_tools(
+        requested: Requested,
+        declared: Option<Declared>,
+        config: Option<&Arc<ContractConfig>>,
+        endpoint: &'static str,
+        prompt: Option<String>,
+        cache: &SchemaCache,
+    ) -> Option<Self> {
         let schema = match &requested {
             Requested::Schema(schema) => cache.get(schema),
             _ => None,
         };
-        if matches!(requested, Requested::Nothing) && config.is_none() {
+        let answer = !matches!(requested, Requested::Nothing) || config.is_some();
+        if !answer && declared.is_none() {
             return None;
         }
         let sources = match (config.and_then(|c| c.citations.as_ref()), prompt) {
@@ -195,13 +225,38 @@ impl Contract {
             config: config.cloned(),
             schema,
             sources,
+            answer,
+            tools: declared.map(|d| Tools::compile(d, cache)),
         })
     }
 
-    pub(crate) fn degrades(&self) -> bool {
-        self.config
+    /// Whether this verdict's answers are replaced: with `degrade`, and
+    /// only for the answer's own reasons. A tool call is never replaced
+    /// (an app cannot execute a stand-in call), and the text beside an
+    /// unusable call is left as it came so that the app sees the call's
+    /// verdict with what the upstream sent: annotated only.
+    pub(crate) fn degrades(&self, verdict: &OutputVerdict) -> bool {
+        let degrade = self
+            .config
             .as_ref()
-            .is_some_and(|c| c.on_invalid == OnInvalid::Degrade)
+            .is_some_and(|c| c.on_invalid == OnInvalid::Degrade);
+        degrade
+            && !verdict.valid()
+            && !verdict
+                .reasons
+                .iter()
+                .any(|r| tools::TOOL_REASONS.contains(r))
+    }
+
+    /// How many of `calls` are judged as calls (the forced tool's are the
+    /// answer), and whether an answer without content beside them is no
+    /// answer at all (the calls are).
+    fn calls_judged(&self, calls: &[Call]) -> (usize, bool) {
+        let Some(tools) = &self.tools else {
+            return (0, false);
+        };
+        let judged = tools.judged(calls).len();
+        (judged, judged > 0 && !tools.forces())
     }
 
     /// The degraded answer with the reason sentence filled in: JSON text.
@@ -215,17 +270,58 @@ impl Contract {
         template.replace("{reason}", &quoted[1..quoted.len() - 1])
     }
 
-    /// Judges every answer; the verdict gathers all their reasons.
-    pub(crate) fn judge(&self, answers: &[Answer<'_>]) -> OutputVerdict {
-        let mut verdict = OutputVerdict::default();
-        if answers.is_empty() {
-            verdict.add("invalid_json", "the response holds no answer".into());
+    /// Judges every answer and every tool call; the one verdict gathers
+    /// all their reasons. `None`: nothing to judge (tools were declared,
+    /// none was called, and no contract asks about the answer).
+    pub(crate) fn judge(&self, answers: &[Answer<'_>], calls: &[Call]) -> Option<OutputVerdict> {
+        let (judged, beside_calls) = self.calls_judged(calls);
+        if !self.answer && judged == 0 {
+            return None;
         }
-        for answer in answers {
-            self.judge_one(answer, &mut verdict);
+        let mut verdict = OutputVerdict::default();
+        if self.answer {
+            let answers: Vec<&Answer<'_>> = answers
+                .iter()
+                .filter(|a| !beside_calls || a.content.is_some_and(has_content))
+                .collect();
+            if answers.is_empty() && !beside_calls {
+                verdict.add("invalid_json", "the response holds no answer".into());
+            }
+            for answer in answers {
+                self.judge_one(answer, &mut verdict);
+            }
+        }
+        if let Some(tools) = &self.tools {
+            tools.judge(calls, &mut verdict);
         }
         verdict.sort();
-        verdict
+        Some(verdict)
+    }
+
+    /// Judges a stream's answer and calls, gathered from its events, as
+    /// [`Contract::judge`] does a whole response's.
+    pub(crate) fn judge_streamed(
+        &self,
+        answer: Option<&StreamedAnswer>,
+        calls: &[Call],
+    ) -> Option<OutputVerdict> {
+        let (judged, beside_calls) = self.calls_judged(calls);
+        if !self.answer && judged == 0 {
+            return None;
+        }
+        let mut verdict = OutputVerdict::default();
+        match answer {
+            Some(answer) if self.answer && !(beside_calls && answer.text.is_empty()) => {
+                let value = parse_answer(&answer.text);
+                self.judge_value(value, answer.truncated, answer.refusal, &mut verdict);
+            }
+            _ => {}
+        }
+        if let Some(tools) = &self.tools {
+            tools.judge(calls, &mut verdict);
+        }
+        verdict.sort();
+        Some(verdict)
     }
 
     /// Judges the text of a streamed answer, gathered from its deltas.
@@ -400,6 +496,12 @@ impl Contract {
             }
         }
     }
+}
+
+/// Content beside tool calls: `null` or `""` is none (the calls are
+/// the answer: OpenAI sends `null` there, Ollama `""`).
+fn has_content(content: Json<'_>) -> bool {
+    !content.is_null() && content.string().is_none_or(|text| !text.is_empty())
 }
 
 /// The content parsed strictly: exactly one JSON value, nothing stripped.

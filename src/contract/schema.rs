@@ -52,6 +52,21 @@ impl Compiled {
     }
 }
 
+impl Compiled {
+    /// The first place `value` fails the schema, as a sentence (a tool
+    /// call's arguments: every failure is `tool_arguments_schema`).
+    pub(super) fn first_failure(&self, value: &Value) -> Option<String> {
+        let error = self.validator.iter_errors(value).next()?;
+        let at = error.instance_path().to_string();
+        let at = if at.is_empty() {
+            "the arguments".to_string()
+        } else {
+            at
+        };
+        Some(format!("{at} does not satisfy the tool's schema: {error}"))
+    }
+}
+
 /// Compiled schemas by content, at most `capacity`, oldest evicted first.
 pub struct SchemaCache {
     capacity: usize,

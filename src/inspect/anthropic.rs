@@ -3,7 +3,8 @@
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
-use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
+use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
@@ -43,8 +44,11 @@ const MESSAGES: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |request| Ok(Box::new(Events::new(forced_tool(request)))),
-        unread: || Box::new(Events::new(None)),
+        start: |request| {
+            let tools = declared_tools(request).is_some();
+            Ok(Box::new(Events::new(forced_tool(request), tools)))
+        },
+        unread: || Box::new(Events::new(None, false)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -56,7 +60,71 @@ const OUTPUT: OutputSpec = OutputSpec {
     requested: forced_tool_schema,
     prompt: super::openai::last_user_message,
     answers: message_answer,
+    tools: Some(ToolSpec {
+        declared: declared_tools,
+        calls: message_calls,
+    }),
 };
+
+/// `tools[]`: each `name`, with its `input_schema` when it has one (a
+/// server tool, such as `web_search`, has none, and its calls are
+/// `server_tool_use` blocks, not judged).
+fn declared_tools(request: &Object<'_>) -> Option<Declared> {
+    let tools = request.present("tools")?.objects()?;
+    let tools = tools
+        .iter()
+        .flatten()
+        .filter_map(|t| {
+            let schema = t
+                .present("input_schema")
+                .and_then(|s| serde_json::from_str(s.text()).ok());
+            Some((contract::name_of(t)?, schema))
+        })
+        .collect();
+    Some(Declared {
+        tools,
+        forced: forced_tool(request),
+    })
+}
+
+/// Every `tool_use` block: its `name` and `input`.
+fn message_calls(response: &Object<'_>) -> Vec<Call> {
+    let blocks = response
+        .present("content")
+        .and_then(|c| c.objects())
+        .unwrap_or_default();
+    blocks
+        .iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(|t| t.string()).as_deref() == Some("tool_use"))
+        .map(|b| Call {
+            name: contract::name_of(b),
+            arguments: b
+                .present("input")
+                .map_or(Arguments::Absent, |i| Arguments::Json(i.text().to_string())),
+        })
+        .collect()
+}
+
+/// A `tool_use` block's `input` is an object on the wire (the SDKs type it
+/// so): anything else is the payload's fault, not the model's.
+fn input_type(block: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Violation> {
+    if block.get("type").and_then(|t| t.string()).as_deref() != Some("tool_use") {
+        return Ok(());
+    }
+    match block.get("input") {
+        Some(input) if input.kind() == Kind::Object => Ok(()),
+        found => Err(invariants::violation(
+            "tool_arguments_type",
+            format!(
+                "{}.input should be an object, found {}",
+                at(),
+                found.map_or("nothing".to_string(), |f| format!("{:?}", f.kind())
+                    .to_lowercase())
+            ),
+        )),
+    }
+}
 
 /// `tool_choice: {"type": "tool", "name": X}` forces tool X: its
 /// `input_schema` is the contract.
@@ -135,16 +203,19 @@ struct Events {
     /// Text deltas and, separately, the forced tool's `input_json_delta`s.
     text: StreamedAnswer,
     tool: StreamedAnswer,
+    /// The other `tool_use` blocks, by index, when the request declared tools.
+    calls: Option<StreamedCalls>,
 }
 
 impl Events {
-    fn new(forced: Option<String>) -> Self {
+    fn new(forced: Option<String>, tools: bool) -> Self {
         Self {
             blocks: Vec::new(),
             forced,
             forced_block: None,
             text: StreamedAnswer::default(),
             tool: StreamedAnswer::default(),
+            calls: tools.then(StreamedCalls::default),
         }
     }
 
@@ -157,8 +228,23 @@ impl Events {
         let tool = block
             .as_ref()
             .and_then(|b| b.get("name").and_then(|n| n.string()));
+        if let Some(block) = &block {
+            input_type(block, &|| format!("{name}.content_block"))?;
+        }
         if self.forced.is_some() && tool.as_deref() == self.forced.as_deref() {
             self.forced_block.get_or_insert(index);
+        }
+        let is_tool_use = block
+            .as_ref()
+            .and_then(|b| b.get("type").and_then(|t| t.string()))
+            .as_deref()
+            == Some("tool_use");
+        if let (Some(calls), true) = (&mut self.calls, is_tool_use) {
+            let input = block
+                .as_ref()
+                .and_then(|b| b.present("input"))
+                .map(|i| i.text().to_string());
+            calls.start(index, tool.map(|t| t.into_owned()), input);
         }
         Ok(())
     }
@@ -179,9 +265,11 @@ impl Events {
         if let Some(text) = delta.present("text").and_then(|t| t.string()) {
             self.text.push(&text);
         }
-        if self.forced_block == Some(index) {
-            if let Some(json) = delta.present("partial_json").and_then(|t| t.string()) {
+        if let Some(json) = delta.present("partial_json").and_then(|t| t.string()) {
+            if self.forced_block == Some(index) {
                 self.tool.push(&json);
+            } else if let Some(calls) = &mut self.calls {
+                calls.append(index, &json);
             }
         }
         Ok(())
@@ -261,6 +349,10 @@ impl EventCheck for Events {
             &self.tool
         })
     }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.calls.as_ref()
+    }
 }
 
 fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
@@ -313,6 +405,7 @@ fn messages(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault>
         match block {
             Some(block) => {
                 invariants::member(block, "type", Kind::String, "content_block_invalid", &at)?;
+                input_type(block, &|| format!("content[{i}]"))?;
             }
             None => {
                 return Err(invariants::violation(

@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
-use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
+use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault, Form, REQUEST_SHAPE};
 use crate::json::{Json, Object};
@@ -105,12 +106,14 @@ const STREAM_GENERATE: Endpoint = Endpoint {
             Ok(Box::new(Chunks {
                 candidates: Some(candidate_count(request)?),
                 answer: StreamedAnswer::default(),
+                calls: declared_functions(request).map(|_| StreamedCalls::default()),
             }))
         },
         unread: || {
             Box::new(Chunks {
                 candidates: None,
                 answer: StreamedAnswer::default(),
+                calls: None,
             })
         },
     }),
@@ -126,7 +129,107 @@ const OUTPUT: OutputSpec = OutputSpec {
     requested: requested_format,
     prompt: last_user_text,
     answers: candidate_answers,
+    tools: Some(ToolSpec {
+        declared: declared_functions,
+        calls: |response| {
+            let mut calls = Vec::new();
+            for candidate in list(response, "candidates").iter().flatten() {
+                function_calls(candidate, &mut calls);
+            }
+            calls
+        },
+    }),
 };
+
+/// An array member's objects (none when it is absent or not an array).
+fn list<'a>(object: &Object<'a>, key: &str) -> Vec<Option<Object<'a>>> {
+    object
+        .present(key)
+        .and_then(|l| l.objects())
+        .unwrap_or_default()
+}
+
+/// `tools[].functionDeclarations[]`: each `name`, with its
+/// `parametersJsonSchema` (JSON Schema) or `parameters` (Google's OpenAPI
+/// subset, translated as `responseSchema` is). `None` when no function is
+/// declared (a `googleSearch` tool makes no calls).
+fn declared_functions(request: &Object<'_>) -> Option<Declared> {
+    let mut tools = Vec::new();
+    let mut any = false;
+    for tool in request.present("tools")?.objects()?.into_iter().flatten() {
+        let Some(declarations) = member(&tool, "functionDeclarations", "function_declarations")
+            .and_then(|d| d.objects())
+        else {
+            continue;
+        };
+        any = true;
+        for declaration in declarations.into_iter().flatten() {
+            let Some(name) = contract::name_of(&declaration) else {
+                continue;
+            };
+            let parse = |schema: Json<'_>| serde_json::from_str::<Value>(schema.text()).ok();
+            let schema = member(
+                &declaration,
+                "parametersJsonSchema",
+                "parameters_json_schema",
+            )
+            .and_then(parse)
+            .or_else(|| {
+                member(&declaration, "parameters", "parameters")
+                    .and_then(parse)
+                    .map(json_schema)
+            });
+            tools.push((name, schema));
+        }
+    }
+    any.then_some(Declared {
+        tools,
+        forced: None,
+    })
+}
+
+/// A candidate's `functionCall` parts: `name` and `args` (an object;
+/// absent for a function without parameters).
+fn function_calls(candidate: &Object<'_>, calls: &mut Vec<Call>) {
+    let parts = candidate
+        .present("content")
+        .and_then(|c| c.object())
+        .map(|c| list(&c, "parts"))
+        .unwrap_or_default();
+    for call in parts
+        .iter()
+        .flatten()
+        .filter_map(|p| p.present("functionCall")?.object())
+    {
+        calls.push(Call {
+            name: contract::name_of(&call),
+            arguments: Arguments::Json(
+                call.present("args")
+                    .map_or_else(|| "{}".to_string(), |a| a.text().to_string()),
+            ),
+        });
+    }
+}
+
+/// A `functionCall`'s `args` is an object on the wire (a `Struct`): the
+/// payload's fault otherwise.
+fn args_type(part: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Violation> {
+    let args = part
+        .present("functionCall")
+        .and_then(|c| c.object())
+        .and_then(|c| c.present("args"));
+    match args {
+        Some(args) if args.kind() != crate::json::Kind::Object => Err(invariants::violation(
+            "tool_arguments_type",
+            format!(
+                "{}.functionCall.args should be an object, found {}",
+                at(),
+                format!("{:?}", args.kind()).to_lowercase()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
 
 impl Dialect for Gemini {
     fn name(&self) -> &'static str {
@@ -385,6 +488,11 @@ fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation
                     format!("candidates[{i}].content.parts[{j}] is not an object"),
                 ));
             }
+            for (j, part) in parts.iter().enumerate() {
+                if let Some(part) = part {
+                    args_type(part, &|| format!("candidates[{i}].content.parts[{j}]"))?;
+                }
+            }
         }
     }
     Ok(true)
@@ -451,6 +559,8 @@ struct Chunks {
     candidates: Option<usize>,
     /// The first candidate's text, gathered from its chunks.
     answer: StreamedAnswer,
+    /// Every candidate's function calls, when the request declared some.
+    calls: Option<StreamedCalls>,
 }
 
 impl EventCheck for Chunks {
@@ -468,6 +578,13 @@ impl EventCheck for Chunks {
         }
         candidates(&chunk, self.candidates)?;
         gather(&chunk, &mut self.answer);
+        if let Some(calls) = &mut self.calls {
+            let mut found = Vec::new();
+            for candidate in list(&chunk, "candidates").iter().flatten() {
+                function_calls(candidate, &mut found);
+            }
+            found.into_iter().for_each(|call| calls.whole(call));
+        }
         Ok(Some(figures::judge(data, &chunk, GENERATION_FIGURES)))
     }
 
@@ -505,6 +622,10 @@ impl EventCheck for Chunks {
 
     fn answer(&self) -> Option<&StreamedAnswer> {
         Some(&self.answer)
+    }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.calls.as_ref()
     }
 }
 
@@ -779,6 +900,7 @@ mod tests {
         let check = Chunks {
             candidates: Some(1),
             answer: StreamedAnswer::default(),
+            calls: None,
         };
         let error = serde_json::json!({
             "type": "provider_invalid_response", "code": "choice_index_invalid",

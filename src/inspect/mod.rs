@@ -293,8 +293,9 @@ pub(crate) fn stream_judge(
     let request = doc.as_ref().and_then(Document::object);
     let contract = request.as_ref().and_then(|request| {
         let output = endpoint.output.as_ref()?;
-        Contract::resolve(
+        Contract::resolve_with_tools(
             (output.requested)(request),
+            output.tools.as_ref().and_then(|t| (t.declared)(request)),
             contracts.config,
             output.task,
             (output.prompt)(request),
@@ -566,7 +567,9 @@ fn judge(
         .collect();
     let output = match (&endpoint.output, &response.object, checked) {
         (Some(spec), Some(object), Ok(request)) => contract(spec, request, object, contracts)
-            .map(|(contract, answers)| judge_output(contract, &answers, body, &mut replacements)),
+            .and_then(|(contract, answers, calls)| {
+                judge_output(contract, &answers, &calls, body, &mut replacements)
+            }),
         _ => None,
     };
     let body = (!replacements.is_empty()).then(|| {
@@ -590,16 +593,18 @@ fn judge(
     }))
 }
 
-/// The output contract's verdict on a response's answers; with
-/// `degrade`, an invalid answer's replacement joins the splice.
+/// The output contract's verdict on a response's answers and tool calls
+/// (`None`: nothing to judge); with `degrade`, an invalid answer's
+/// replacement joins the splice.
 fn judge_output(
     contract: Contract,
     answers: &[contract::Answer<'_>],
+    calls: &[contract::Call],
     body: &[u8],
     replacements: &mut Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)>,
-) -> Output {
-    let verdict = contract.judge(answers);
-    let degraded = !verdict.valid() && contract.degrades();
+) -> Option<Output> {
+    let verdict = contract.judge(answers, calls)?;
+    let degraded = contract.degrades(&verdict);
     if degraded {
         let degraded_answer = contract.degraded(&verdict);
         for answer in answers.iter().filter_map(|a| a.content) {
@@ -617,10 +622,10 @@ fn judge_output(
             replacements.push((more.span(body), Cow::Borrowed(&b"\"\""[..])));
         }
     }
-    Output {
+    Some(Output {
         task: contract.task,
         verdict,
-    }
+    })
 }
 
 /// The well-formed token figures of a body and its headers (a stitched
@@ -639,21 +644,27 @@ pub(crate) fn tokens(
     judgement.tokens
 }
 
-/// The contract in force for a request, and the answers of its response.
+/// The contract in force for a request, and the answers and tool calls
+/// of its response.
 fn contract<'a>(
     spec: &OutputSpec,
     request: &Object<'_>,
     response: &Object<'a>,
     contracts: &Contracts<'_>,
-) -> Option<(Contract, Vec<contract::Answer<'a>>)> {
-    let contract = Contract::resolve(
+) -> Option<(Contract, Vec<contract::Answer<'a>>, Vec<contract::Call>)> {
+    let contract = Contract::resolve_with_tools(
         (spec.requested)(request),
+        spec.tools.as_ref().and_then(|t| (t.declared)(request)),
         contracts.config,
         spec.task,
         (spec.prompt)(request),
         contracts.cache,
     )?;
-    Some((contract, (spec.answers)(request, response)))
+    let calls = match (&spec.tools, &contract.tools) {
+        (Some(spec), Some(_)) => (spec.calls)(response),
+        _ => Vec::new(),
+    };
+    Some((contract, (spec.answers)(request, response), calls))
 }
 
 /// The hint for providers reached over the public internet.

@@ -5,7 +5,8 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
-use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Expect, Fault, Form};
 use crate::json::{Kind, Object};
@@ -55,7 +56,11 @@ const CHAT: Endpoint = Endpoint {
         asked: streams_unless_false,
         framing: Framing::Ndjson,
         comments: true,
-        start: |_| Ok(Box::new(Lines::new("message", Kind::Object))),
+        start: |request| {
+            let mut lines = Lines::new("message", Kind::Object);
+            lines.calls = contract::declared_functions(request).map(|_| StreamedCalls::default());
+            Ok(Box::new(lines))
+        },
         unread: || Box::new(Lines::new("message", Kind::Object)),
     }),
     output: Some(CHAT_OUTPUT),
@@ -83,7 +88,51 @@ const CHAT_OUTPUT: OutputSpec = OutputSpec {
     requested: requested_format,
     prompt: super::openai::last_user_message,
     answers: |_, response| answer(response, "message"),
+    tools: Some(ToolSpec {
+        declared: contract::declared_functions,
+        calls: |response| message_calls(response).unwrap_or_default(),
+    }),
 };
+
+/// `message.tool_calls[].function`: its `name` and `arguments`, an object
+/// on the wire (anything else is the payload's fault: the ollama SDKs
+/// type it as a mapping).
+fn message_calls(response: &Object<'_>) -> Result<Vec<Call>, Violation> {
+    let list = response
+        .present("message")
+        .and_then(|m| m.object())
+        .and_then(|m| m.present("tool_calls"))
+        .and_then(|t| t.objects())
+        .unwrap_or_default();
+    let mut calls = Vec::new();
+    for (i, call) in list.iter().enumerate() {
+        let Some(function) = call
+            .as_ref()
+            .and_then(|c| c.present("function"))
+            .and_then(|f| f.object())
+        else {
+            continue;
+        };
+        let arguments = match function.present("arguments") {
+            Some(a) if a.kind() == Kind::Object => Arguments::Json(a.text().to_string()),
+            Some(a) => {
+                return Err(invariants::violation(
+                    "tool_arguments_type",
+                    format!(
+                        "message.tool_calls[{i}].function.arguments should be an object, found {}",
+                        format!("{:?}", a.kind()).to_lowercase()
+                    ),
+                ))
+            }
+            None => Arguments::Absent,
+        };
+        calls.push(Call {
+            name: contract::name_of(&function),
+            arguments,
+        });
+    }
+    Ok(calls)
+}
 
 const GENERATE_OUTPUT: OutputSpec = OutputSpec {
     task: "ollama_generate",
@@ -95,6 +144,7 @@ const GENERATE_OUTPUT: OutputSpec = OutputSpec {
             .map(|p| p.into_owned())
     },
     answers: |_, response| answer(response, "response"),
+    tools: None,
 };
 
 /// `format`: `"json"`, or a JSON Schema object.
@@ -140,6 +190,8 @@ struct Lines {
     kind: Kind,
     done: bool,
     answer: StreamedAnswer,
+    /// The tool calls, when a chat request declared tools.
+    calls: Option<StreamedCalls>,
 }
 
 impl Lines {
@@ -149,6 +201,7 @@ impl Lines {
             kind,
             done: false,
             answer: StreamedAnswer::default(),
+            calls: None,
         }
     }
 }
@@ -170,6 +223,12 @@ impl EventCheck for Lines {
             return Ok(None); // Ollama's own mid-stream error passes
         }
         self.done = shape(&line, self.text, self.kind)?;
+        if self.text == "message" {
+            let calls = message_calls(&line)?;
+            if let Some(gathered) = &mut self.calls {
+                calls.into_iter().for_each(|call| gathered.whole(call));
+            }
+        }
         if let Some(Answer {
             content: Some(text),
             truncated,
@@ -202,6 +261,10 @@ impl EventCheck for Lines {
 
     fn answer(&self) -> Option<&StreamedAnswer> {
         Some(&self.answer)
+    }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.calls.as_ref()
     }
 }
 
@@ -276,6 +339,7 @@ fn shape(object: &Object<'_>, text: &'static str, kind: Kind) -> Result<bool, Vi
 /// A `message` object and a boolean `done`.
 fn chat(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     shape(response.object()?, "message", Kind::Object)?;
+    message_calls(response.object()?)?;
     Ok(())
 }
 

@@ -6,7 +6,8 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
-use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 use crate::json::{self, Kind, Object};
@@ -56,20 +57,28 @@ pub(super) const CHAT: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |request| Ok(Box::new(Chunks::new(choices_of(request, false)?))),
-        unread: || Box::new(Chunks::new(usize::MAX)),
+        start: |request| {
+            let tools = contract::declared_functions(request).is_some();
+            Ok(Box::new(Chunks::new(choices_of(request, false)?, tools)))
+        },
+        unread: || Box::new(Chunks::new(usize::MAX, false)),
     }),
     output: Some(OUTPUT),
     batch: None,
 };
 
 /// Chat answers: each choice's `message.content`; the contract from
-/// `response_format`, the prompt from the last user message.
+/// `response_format`, the prompt from the last user message; the tool
+/// calls each choice's `message.tool_calls`.
 const OUTPUT: OutputSpec = OutputSpec {
     task: "chat_completions",
     requested: requested_format,
     prompt: last_user_message,
     answers: choice_answers,
+    tools: Some(ToolSpec {
+        declared: contract::declared_functions,
+        calls: choice_calls,
+    }),
 };
 
 const COMPLETIONS: Endpoint = Endpoint {
@@ -81,8 +90,8 @@ const COMPLETIONS: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?))),
-        unread: || Box::new(Chunks::new(usize::MAX)),
+        start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?, false))),
+        unread: || Box::new(Chunks::new(usize::MAX, false)),
     }),
     output: None,
     batch: None,
@@ -216,6 +225,85 @@ fn choice_answers<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<Answe
         .collect()
 }
 
+/// Every function call of every choice: `message.tool_calls[].function`,
+/// its `arguments` a JSON string (its type is the payload's invariant).
+fn choice_calls(response: &Object<'_>) -> Vec<Call> {
+    let choices = response
+        .present("choices")
+        .and_then(|c| c.objects())
+        .unwrap_or_default();
+    let mut calls = Vec::new();
+    for choice in choices.iter().flatten() {
+        let message = choice.present("message").and_then(|m| m.object());
+        let list = message
+            .and_then(|m| m.present("tool_calls"))
+            .and_then(|t| t.objects())
+            .unwrap_or_default();
+        for call in list.iter().flatten() {
+            if !is_function(call) {
+                continue;
+            }
+            let function = call.present("function").and_then(|f| f.object());
+            let arguments = function
+                .as_ref()
+                .and_then(|f| f.present("arguments"))
+                .and_then(|a| a.string());
+            calls.push(Call {
+                name: function.as_ref().and_then(contract::name_of),
+                arguments: arguments.map_or(Arguments::Absent, |a| Arguments::Text(a.into_owned())),
+            });
+        }
+    }
+    calls
+}
+
+/// A tool call of `type` `function` (the default); a `custom` tool's call
+/// carries free text, not JSON arguments.
+fn is_function(call: &Object<'_>) -> bool {
+    call.get("type")
+        .and_then(|t| t.string())
+        .is_none_or(|t| t == "function")
+}
+
+/// A function call's `arguments`, when present, is a JSON string: an
+/// object there (as llama.cpp has sent) breaks the wire's type, and the
+/// OpenAI SDKs' parsing helpers with it. `at`: where the call is.
+fn arguments_type(call: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Violation> {
+    if !is_function(call) {
+        return Ok(());
+    }
+    let arguments = call
+        .present("function")
+        .and_then(|f| f.object())
+        .and_then(|f| f.present("arguments"));
+    match arguments {
+        Some(arguments) if arguments.kind() != Kind::String => Err(invariants::violation(
+            "tool_arguments_type",
+            format!(
+                "{}.function.arguments should be a JSON string, found {}",
+                at(),
+                format!("{:?}", arguments.kind()).to_lowercase()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Every `tool_calls[]` entry of a message (or a delta) has arguments of
+/// the wire's type.
+fn tool_calls_type(message: &Object<'_>, at: &str) -> Result<(), Violation> {
+    let list = message
+        .present("tool_calls")
+        .and_then(|t| t.objects())
+        .unwrap_or_default();
+    for (j, call) in list.iter().enumerate() {
+        if let Some(call) = call {
+            arguments_type(call, &|| format!("{at}.tool_calls[{j}]"))?;
+        }
+    }
+    Ok(())
+}
+
 /// How many choices a request asks for: `n` (default 1), per prompt for
 /// `/v1/completions`.
 fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
@@ -239,20 +327,62 @@ struct Chunks {
     done: bool,
     /// The first choice's answer, gathered from its deltas.
     answer: StreamedAnswer,
+    /// Every choice's tool calls, when the request declared tools.
+    calls: Option<StreamedCalls>,
 }
 
 impl Chunks {
-    fn new(choices: usize) -> Self {
+    fn new(choices: usize, tools: bool) -> Self {
         Self {
             choices,
             done: false,
             answer: StreamedAnswer::default(),
+            calls: tools.then(StreamedCalls::default),
         }
     }
 
-    fn gather(&mut self, choice: &Object<'_>) {
-        if choice.get("index").and_then(|i| i.count()) != Some(0) {
-            return;
+    /// A delta's tool call fragments, joined per choice and `index`: the
+    /// first names the function, each adds to its `arguments`.
+    fn gather_calls(&mut self, choice: u64, delta: &Object<'_>) -> Result<(), Violation> {
+        tool_calls_type(delta, &format!("a chunk's choices[{choice}].delta"))?;
+        let Some(calls) = &mut self.calls else {
+            return Ok(());
+        };
+        let list = delta
+            .present("tool_calls")
+            .and_then(|t| t.objects())
+            .unwrap_or_default();
+        for (j, call) in list.iter().enumerate() {
+            let Some(call) = call.as_ref().filter(|c| is_function(c)) else {
+                continue;
+            };
+            let index = call
+                .get("index")
+                .and_then(|i| i.count())
+                .unwrap_or(j as u64);
+            let key = (choice << 32) | (index & 0xffff_ffff);
+            let function = call.present("function").and_then(|f| f.object());
+            calls.start(key, function.as_ref().and_then(contract::name_of), None);
+            let fragment = function
+                .as_ref()
+                .and_then(|f| f.present("arguments"))
+                .and_then(|a| a.string());
+            if let Some(fragment) = fragment {
+                calls.append(key, &fragment);
+            }
+        }
+        Ok(())
+    }
+
+    fn gather(&mut self, choice: &Object<'_>) -> Result<(), Violation> {
+        let index = choice.get("index").and_then(|i| i.count());
+        if let (Some(index), Some(delta)) =
+            (index, choice.present("delta").and_then(|d| d.object()))
+        {
+            self.gather_calls(index, &delta)?;
+        }
+        if index != Some(0) {
+            return Ok(());
         }
         if let Some(delta) = choice.present("delta").and_then(|d| d.object()) {
             if let Some(text) = delta.present("content").and_then(|c| c.string()) {
@@ -268,6 +398,7 @@ impl Chunks {
         {
             self.answer.truncated = true;
         }
+        Ok(())
     }
 }
 
@@ -300,7 +431,7 @@ impl EventCheck for Chunks {
             })?;
             for (i, choice) in choices.iter().enumerate() {
                 if let Some(choice) = choice {
-                    self.gather(choice);
+                    self.gather(choice)?;
                 }
                 let index = choice
                     .as_ref()
@@ -327,6 +458,10 @@ impl EventCheck for Chunks {
 
     fn answer(&self) -> Option<&StreamedAnswer> {
         Some(&self.answer)
+    }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.calls.as_ref()
     }
 
     fn ends(&self, event: &Event<'_>) -> bool {
@@ -359,7 +494,11 @@ pub(super) fn chat(request: &Object<'_>, response: &Response<'_>) -> Result<(), 
     let n = invariants::optional_count(request, "n")?.unwrap_or(1);
     invariants::choices(response.object()?, n, &format!("n = {n}"), |i, choice| {
         let at = || format!("choices[{i}].message");
-        invariants::member(choice, "message", Kind::Object, "choice_invalid", &at).map(|_| ())
+        let message = invariants::member(choice, "message", Kind::Object, "choice_invalid", &at)?;
+        match message.object() {
+            Some(message) => tool_calls_type(&message, &at()),
+            None => Ok(()),
+        }
     })?;
     Ok(())
 }

@@ -11,7 +11,9 @@
 
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Endpoint, Response, StreamSpec};
-use crate::contract::{Answer, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{
+    Answer, Arguments, Call, Declared, OutputSpec, Requested, StreamedAnswer, ToolSpec,
+};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
@@ -69,7 +71,49 @@ const OUTPUT: OutputSpec = OutputSpec {
     requested: requested_format,
     prompt: last_user_input,
     answers: output_answer,
+    tools: Some(ToolSpec {
+        declared: declared_tools,
+        calls: response_calls,
+    }),
 };
+
+/// The function tools of a Responses request: `{"type": "function",
+/// "name", "parameters"}`, flat (chat nests them under `function`). Built-in
+/// tools (web search, file search…) are the provider's to run, not calls.
+fn declared_tools(request: &Object<'_>) -> Option<Declared> {
+    let tools = request.present("tools")?.objects()?;
+    let tools = tools
+        .iter()
+        .flatten()
+        .filter(|t| t.get("type").and_then(|k| k.string()).as_deref() == Some("function"))
+        .filter_map(|t| {
+            let name = t.get("name")?.string()?.into_owned();
+            let schema = t
+                .present("parameters")
+                .and_then(|p| serde_json::from_str(p.text()).ok());
+            Some((name, schema))
+        })
+        .collect();
+    Some(Declared {
+        tools,
+        forced: None,
+    })
+}
+
+/// Every `function_call` item of a whole response: its name and its
+/// `arguments`, a JSON string (its shape is a payload invariant).
+fn response_calls(response: &Object<'_>) -> Vec<Call> {
+    function_calls(response)
+        .iter()
+        .map(|item| Call {
+            name: crate::contract::name_of(item),
+            arguments: item
+                .present("arguments")
+                .and_then(|a| a.string())
+                .map_or(Arguments::Absent, |a| Arguments::Text(a.into_owned())),
+        })
+        .collect()
+}
 
 /// The values `status` may take (openai-python `ResponseStatus`).
 const STATUSES: &[&str] = &[

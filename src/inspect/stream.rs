@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::contract::StreamedAnswer;
+use crate::contract::{StreamedAnswer, StreamedCalls};
 use crate::figures::Judgement;
 use crate::violation::Violation;
 
@@ -287,6 +287,12 @@ pub(crate) trait EventCheck: Send {
     /// The model's answer gathered from the deltas so far, for the output
     /// contract's verdict at the end of the stream.
     fn answer(&self) -> Option<&StreamedAnswer> {
+        None
+    }
+
+    /// The tool calls gathered from the events so far, judged with the
+    /// answer at the end of the stream.
+    fn calls(&self) -> Option<&StreamedCalls> {
         None
     }
 }

@@ -294,10 +294,13 @@ impl CheckedStream {
     /// announced in a comment line (NDJSON has none).
     fn give_verdict(&mut self) {
         self.verdict_given = true;
-        let (Some(contract), Some(answer)) = (&self.contract, self.check.answer()) else {
+        let Some(contract) = &self.contract else {
             return;
         };
-        let verdict = contract.judge_text(&answer.text, answer.truncated, answer.refusal);
+        let calls = self.check.calls().map(|c| c.calls()).unwrap_or_default();
+        let Some(verdict) = contract.judge_streamed(self.check.answer(), &calls) else {
+            return;
+        };
         let line = if verdict.valid() {
             ": probity-output valid\n\n".to_string()
         } else {
