@@ -26,7 +26,9 @@ use crate::config::{ContractConfig, OnInvalid};
 use crate::json::Json;
 pub(crate) use schema::Compiled;
 pub use schema::SchemaCache;
-pub(crate) use tools::{declared_functions, name_of, Arguments, Call, Declared, StreamedCalls};
+pub(crate) use tools::{
+    declared_functions, function, name_of, Arguments, Call, Declared, StreamedCalls,
+};
 pub(crate) use tools::{ToolSpec, Tools};
 
 /// Why an answer is unusable: the `reason` label, a fixed set.

@@ -240,18 +240,22 @@ pub(crate) fn declared_functions(request: &Object<'_>) -> Option<Declared> {
                 .is_none_or(|k| k == "function")
         })
         .filter_map(|t| t.present("function")?.object())
-        .filter_map(|f| {
-            let name = f.get("name")?.string()?.into_owned();
-            let schema = f
-                .present("parameters")
-                .and_then(|p| serde_json::from_str(p.text()).ok());
-            Some((name, schema))
-        })
+        .filter_map(|f| function(&f))
         .collect();
     Some(Declared {
         tools,
         forced: None,
     })
+}
+
+/// A function's `name` and `parameters` (its JSON Schema, if any): nested
+/// under `function` in chat, flat in the Responses API.
+pub(crate) fn function(declared: &Object<'_>) -> Option<(String, Option<serde_json::Value>)> {
+    let name = declared.get("name")?.string()?.into_owned();
+    let schema = declared
+        .present("parameters")
+        .and_then(|p| serde_json::from_str(p.text()).ok());
+    Some((name, schema))
 }
 
 /// A call's name, when it is a string.

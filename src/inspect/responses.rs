@@ -86,13 +86,7 @@ fn declared_tools(request: &Object<'_>) -> Option<Declared> {
         .iter()
         .flatten()
         .filter(|t| t.get("type").and_then(|k| k.string()).as_deref() == Some("function"))
-        .filter_map(|t| {
-            let name = t.get("name")?.string()?.into_owned();
-            let schema = t
-                .present("parameters")
-                .and_then(|p| serde_json::from_str(p.text()).ok());
-            Some((name, schema))
-        })
+        .filter_map(|t| crate::contract::function(t))
         .collect();
     Some(Declared {
         tools,
