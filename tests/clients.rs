@@ -78,28 +78,9 @@ async fn the_openai_sdk_accepts_a_normalized_embeddings_response() {
         &route("openai", "/openai", &upstream.url(), "openai", ""),
     ));
 
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/openai_embeddings.py"
-    );
-    let url = probity.url("/openai/v1");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .env("PROBE_BASE_URL", url)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut lines = stdout.lines();
-    let seen: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let printed = client_script("openai_embeddings.py", &[], probity.url("/openai/v1")).await;
+    let mut lines = printed.iter();
+    let seen = lines.next().unwrap();
     assert_eq!(
         seen["vectors"],
         serde_json::json!([[0.25, -1.5, 3.0], [0.5, 0.125, -0.75]])
@@ -108,7 +89,7 @@ async fn the_openai_sdk_accepts_a_normalized_embeddings_response() {
     assert!(seen["prompt_tokens"].is_null(), "{seen}");
     assert_eq!(seen["total_tokens"], 6);
     assert_eq!(seen["normalized"], "/usage/prompt_tokens");
-    let short: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let short = lines.next().unwrap();
     assert_eq!(short["short_list"], 502, "{short}");
     assert_eq!(
         upstream.requests()[0].header("authorization"),
@@ -156,26 +137,7 @@ async fn generation_upstream() -> Upstream {
 
 /// Runs `generation.py SDK` against probity; returns the two JSON lines.
 async fn run_sdk(sdk: &'static str, base: String) -> Vec<serde_json::Value> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/generation.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .args([script, sdk])
-            .env("PROBE_BASE_URL", base)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{sdk}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    client_script("generation.py", &[sdk], base).await
 }
 
 /// openai, anthropic and ollama, each streamed and not: the app gets its
@@ -287,24 +249,8 @@ required = true
     );
     let probity = Probity::start(&config("", &routes));
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/contract.py");
-    let url = probity.url("/ollama/v1");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .env("PROBE_BASE_URL", url)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    let printed = client_script("contract.py", &[], probity.url("/ollama/v1")).await;
+    let seen = &printed[0];
     assert_eq!(seen["answer"], "");
     assert_eq!(seen["sufficient"], false);
     assert_eq!(seen["citations"], serde_json::json!([]));
@@ -394,27 +340,8 @@ async fn the_google_genai_sdk_accepts_sound_and_normalized_answers() {
             "",
         ),
     ));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/gemini.py");
-    let url = probity.url("/gemini");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .env("PROBE_BASE_URL", url)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let printed = client_script("gemini.py", &[], probity.url("/gemini")).await;
+    let seen = printed;
     let usage = |input: serde_json::Value, output: serde_json::Value, total| serde_json::json!({"input": input, "output": output, "total": total});
     let null = serde_json::Value::Null;
     assert_eq!(seen[0]["vectors"], serde_json::json!([[0.25, -0.5, 0.125]]));

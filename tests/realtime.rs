@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use http::HeaderMap;
-use support::{can_run, config, raw, route, within, Probity};
+use support::{can_run, client_script, config, raw, route, within, Probity};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
@@ -255,27 +255,10 @@ async fn the_openai_sdk_realtime_client_works_through_probity() {
         ),
         &[("TEST_REALTIME_KEY", "sk-upstream-secret")],
     );
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/openai_realtime.py"
-    );
-    let url = probity.url("/openai/v1");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .env("PROBE_BASE_URL", url)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let printed = client_script("openai_realtime.py", &[], probity.url("/openai/v1")).await;
+    let [seen] = printed.as_slice() else {
+        panic!("one JSON line: {printed:?}");
+    };
     let types = serde_json::json!([
         "session.created",
         "response.created",

@@ -781,6 +781,33 @@ async fn read_head(stream: &mut TcpStream) {
     }
 }
 
+/// Runs `tests/clients/{script}` (an app on a real SDK) with `args`,
+/// pointed at probity by `PROBE_BASE_URL`: each JSON line it printed.
+pub async fn client_script(script: &str, args: &[&str], base: String) -> Vec<serde_json::Value> {
+    let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(path)
+            .args(args)
+            .env("PROBE_BASE_URL", base)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{script}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{script}: {e}: {l}")))
+        .collect()
+}
+
 /// For a server over TLS behind a private CA (moto over HTTPS): `ca.pem`,
 /// and `cert.pem` / `key.pem` for 127.0.0.1.
 pub fn private_ca(dir: &std::path::Path) {
