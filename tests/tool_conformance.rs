@@ -1,6 +1,6 @@
 //! Tool calls, driven by fixtures: every tool-call reason in every dialect
-//! that has tools (OpenAI chat, Anthropic messages, Gemini generateContent,
-//! Ollama chat), whole and streamed, and the arguments' wire type as a
+//! that has tools (OpenAI chat and the Responses API, Anthropic messages,
+//! Gemini generateContent, Ollama chat), whole and streamed, and the arguments' wire type as a
 //! payload fault.
 //!
 //! A case is a folder `tests/fixtures/tools/<case>/`, run by the shared
@@ -172,11 +172,12 @@ fn tool_case(n: usize, fixture: &Fixture) -> Result<Case, String> {
 fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
     let cases = load_cases();
     let mut missing = Vec::new();
-    for (dialect, _) in DIALECTS {
+    let tasks = DIALECTS.iter().chain([&("openai", "responses")]);
+    for &(dialect, task) in tasks {
         for streamed in [false, true] {
             let of: Vec<&Case> = cases
                 .iter()
-                .filter(|c| c.dialect == dialect && c.framing.streamed() == streamed)
+                .filter(|c| task_of(c) == task && c.framing.streamed() == streamed)
                 .collect();
             let what = if streamed { "streamed" } else { "whole" };
             // Arguments that are text exist only where the wire or the
@@ -187,22 +188,22 @@ fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
                     || !reason.starts_with("tool_arguments_")
                     || reason == "tool_arguments_schema";
                 if reachable && !of.iter().any(|c| c.expect.reasons == [reason]) {
-                    missing.push(format!("{dialect} {what}: {reason} alone"));
+                    missing.push(format!("{task} {what}: {reason} alone"));
                 }
             }
             for (label, output) in [("valid", Output::Valid), ("rejected", Output::Rejected)] {
                 if !of.iter().any(|c| c.expect.output == output) {
-                    missing.push(format!("{dialect} {what}: a {label} case"));
+                    missing.push(format!("{task} {what}: a {label} case"));
                 }
             }
         }
         let degrade = cases.iter().any(|c| {
-            c.dialect == dialect
+            task_of(c) == task
                 && c.expect.output == Output::Invalid
                 && c.expect.route.contains("on_invalid = \"degrade\"")
         });
         if !degrade {
-            missing.push(format!("{dialect}: an invalid call on a degrade route"));
+            missing.push(format!("{task}: an invalid call on a degrade route"));
         }
     }
     let several = cases.iter().any(|c| c.expect.reasons.len() > 1);
@@ -210,6 +211,18 @@ fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
         missing.push("a response with several invalid calls".into());
     }
     assert!(missing.is_empty(), "not covered:\n{}", missing.join("\n"));
+}
+
+/// A case's task: its dialect's, but the Responses API's on the openai
+/// dialect.
+fn task_of(case: &Case) -> &'static str {
+    if case.endpoint.ends_with("/responses") {
+        return "responses";
+    }
+    DIALECTS
+        .iter()
+        .find(|(d, _)| *d == case.dialect)
+        .map_or("", |(_, t)| *t)
 }
 
 struct Suite;
@@ -259,13 +272,10 @@ impl support::conformance::Suite for Suite {
     /// client (`unknown`: the route admits anyone).
     fn probes(&self, case: &Case) -> Vec<Probe> {
         let expect = &case.expect;
-        let task = expect.task.clone().unwrap_or_else(|| {
-            DIALECTS
-                .iter()
-                .find(|(d, _)| *d == case.dialect)
-                .map(|(_, t)| t.to_string())
-                .unwrap()
-        });
+        let task = expect
+            .task
+            .clone()
+            .unwrap_or_else(|| task_of(case).to_string());
         let judged = matches!(expect.output, Output::Valid | Output::Invalid);
         let verdict = match expect.output {
             Output::Invalid => "invalid",
@@ -376,6 +386,17 @@ fn check_answer(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     }
 }
 
+/// The lines that mark a stream's terminal event, before which the verdict
+/// goes: chat's `[DONE]`, Anthropic's `message_stop`, the Responses API's
+/// terminal events.
+const TERMINAL_LINES: [&str; 5] = [
+    "data: [DONE]",
+    "event: message_stop",
+    "event: response.completed",
+    "event: response.incomplete",
+    "event: response.failed",
+];
+
 /// The upstream's stream with the verdict comment the client should see.
 fn with_verdict(case: &Case) -> Vec<u8> {
     let comments = matches!(case.dialect.as_str(), "openai" | "anthropic");
@@ -392,7 +413,7 @@ fn with_verdict(case: &Case) -> Vec<u8> {
     let terminal = split_events(case.framing, text).into_iter().find(|event| {
         String::from_utf8_lossy(&text[event.clone()])
             .lines()
-            .any(|l| l.trim_end() == "data: [DONE]" || l.trim_end() == "event: message_stop")
+            .any(|l| TERMINAL_LINES.contains(&l.trim_end()))
     });
     let at = terminal.map_or(text.len(), |event| event.start);
     let mut out = text[..at].to_vec();

@@ -202,6 +202,20 @@ impl StreamedCalls {
         }
     }
 
+    /// A call whose arguments a later event repeats whole (the Responses
+    /// API's `function_call_arguments.done`, `output_item.done` and its
+    /// terminal response): that is what the SDKs hand the app, so it
+    /// replaces the fragments joined so far.
+    pub(crate) fn finish(&mut self, key: u64, name: Option<String>, arguments: String) {
+        let Some(slot) = self.slot(key) else {
+            return;
+        };
+        if name.is_some() {
+            slot.1 = name;
+        }
+        slot.2 = Fragments::Whole(Arguments::Text(arguments));
+    }
+
     /// A call that came whole.
     pub(crate) fn whole(&mut self, call: Call) {
         let key = u64::MAX - self.calls.len() as u64;

@@ -12,7 +12,8 @@
 use super::stream::{self, Event, EventCheck, Framing};
 use super::{Endpoint, Response, StreamSpec};
 use crate::contract::{
-    Answer, Arguments, Call, Declared, OutputSpec, Requested, StreamedAnswer, ToolSpec,
+    Answer, Arguments, Call, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls,
+    ToolSpec,
 };
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault};
@@ -44,8 +45,8 @@ pub(super) const CREATE: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |_| Ok(Box::new(Events::default())),
-        unread: || Box::new(Events::default()),
+        start: |request| Ok(Box::new(Events::new(declared_tools(request).is_some()))),
+        unread: || Box::new(Events::new(false)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -267,12 +268,12 @@ fn short(text: &str) -> String {
 /// The output items of a response object that are function calls (`type:
 /// "function_call"`), in order: what a tool-call judgement reads (their
 /// `name`, `call_id` and `arguments` are strings once the payload passed).
-#[allow(
-    dead_code,
-    reason = "the tool-call judgement reads it (issue 22, part 2)"
-)]
-pub(crate) fn function_calls<'a>(response: &Object<'a>) -> Vec<Object<'a>> {
+fn function_calls<'a>(response: &Object<'a>) -> Vec<Object<'a>> {
     output_items(response, "function_call")
+}
+
+fn is_function_call(item: &Object<'_>) -> bool {
+    item.get("type").and_then(|t| t.string()).as_deref() == Some("function_call")
 }
 
 /// The output items of `kind`, in order.
@@ -377,7 +378,6 @@ fn truncated(response: &Object<'_>) -> bool {
 }
 
 /// A streamed response, judged event by event by its `type`.
-#[derive(Default)]
 struct Events {
     /// The last `sequence_number` seen: each must be greater.
     sequence: Option<u64>,
@@ -386,9 +386,25 @@ struct Events {
     /// The `output_text` deltas, joined; the terminal event says whether
     /// the answer was cut.
     answer: StreamedAnswer,
+    /// The function calls, when the request declared tools: keyed by
+    /// `output_index`, as the SDKs' stream accumulators key them.
+    calls: Option<StreamedCalls>,
+    /// Each function call item's `id` and its `output_index`, for a delta
+    /// that names only its `item_id`.
+    items: Vec<(String, u64)>,
 }
 
 impl Events {
+    fn new(tools: bool) -> Self {
+        Self {
+            sequence: None,
+            done: false,
+            answer: StreamedAnswer::default(),
+            calls: tools.then(StreamedCalls::default),
+            items: Vec::new(),
+        }
+    }
+
     /// `sequence_number`, when present: a count greater than the last one
     /// delivered.
     fn sequence(&self, event: &Object<'_>, kind: &str) -> Result<Option<u64>, Violation> {
@@ -450,10 +466,67 @@ impl Events {
             "response.output_item.added" | "response.output_item.done" => {
                 let item = event.present("item").and_then(|i| i.object());
                 output_item(item.as_ref(), &format!("{kind}'s item"))?;
+                if let Some(item) = item.filter(|i| is_function_call(i)) {
+                    self.gather_item(event, &item, kind == "response.output_item.done");
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                let delta = event.present("delta").and_then(|d| d.string());
+                if let (Some(key), Some(delta), Some(calls)) =
+                    (self.call_key(event), delta, &mut self.calls)
+                {
+                    calls.append(key, &delta);
+                }
+            }
+            "response.function_call_arguments.done" => {
+                let arguments = event.present("arguments").and_then(|a| a.string());
+                if let (Some(key), Some(arguments), Some(calls)) =
+                    (self.call_key(event), arguments, &mut self.calls)
+                {
+                    calls.finish(key, crate::contract::name_of(event), arguments.into_owned());
+                }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// A `function_call` item starts (its name, and what `arguments` holds
+    /// already) or is done (its whole `arguments`).
+    fn gather_item(&mut self, event: &Object<'_>, item: &Object<'_>, done: bool) {
+        let Some(key) = event.get("output_index").and_then(|i| i.count()) else {
+            return;
+        };
+        if let Some(id) = item.get("id").and_then(|i| i.string()) {
+            if !self.items.iter().any(|(known, _)| *known == *id) {
+                self.items.push((id.into_owned(), key));
+            }
+        }
+        let Some(calls) = &mut self.calls else {
+            return;
+        };
+        let name = crate::contract::name_of(item);
+        let arguments = item.get("arguments").and_then(|a| a.string());
+        match (done, arguments) {
+            (true, Some(arguments)) => calls.finish(key, name, arguments.into_owned()),
+            (_, arguments) => {
+                calls.start(key, name, None);
+                calls.append(key, arguments.as_deref().unwrap_or_default());
+            }
+        }
+    }
+
+    /// The call an arguments event is of: its `output_index`, else the
+    /// index its `item_id` was added at.
+    fn call_key(&self, event: &Object<'_>) -> Option<u64> {
+        if let Some(index) = event.get("output_index").and_then(|i| i.count()) {
+            return Some(index);
+        }
+        let id = event.get("item_id").and_then(|i| i.string())?;
+        self.items
+            .iter()
+            .find(|(known, _)| *known == *id)
+            .map(|(_, key)| *key)
     }
 
     /// An event carrying a response object: its payload, and its figures
@@ -531,18 +604,42 @@ impl EventCheck for Events {
         }
     }
 
-    /// A terminal event's response says whether the answer was cut.
+    /// A terminal event's response says whether the answer was cut, and
+    /// holds every function call whole: the calls the SDKs' final response
+    /// gives the app.
     fn closing(&mut self, event: &Event<'_>) {
         let doc = event.data.as_deref().map(crate::json::Document::parse);
         let response = match &doc {
             Some(Ok(doc)) => doc.object().and_then(|e| e.present("response")?.object()),
             _ => None,
         };
-        self.answer.truncated |= response.is_some_and(|r| truncated(&r));
+        let Some(response) = response else {
+            return;
+        };
+        self.answer.truncated |= truncated(&response);
+        let (Some(calls), Some(items)) = (
+            &mut self.calls,
+            response.present("output").and_then(|o| o.objects()),
+        ) else {
+            return;
+        };
+        for (index, item) in items.iter().enumerate() {
+            let Some(item) = item.as_ref().filter(|i| is_function_call(i)) else {
+                continue;
+            };
+            if let Some(arguments) = item.get("arguments").and_then(|a| a.string()) {
+                let name = crate::contract::name_of(item);
+                calls.finish(index as u64, name, arguments.into_owned());
+            }
+        }
     }
 
     fn answer(&self) -> Option<&StreamedAnswer> {
         Some(&self.answer)
+    }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.calls.as_ref()
     }
 }
 

@@ -1414,6 +1414,15 @@ pub fn walk_stream(
     let mut j = 0;
     for (i, ((range, _), rule)) in theirs.iter().zip(&rules).enumerate() {
         let want = &upstream[range.clone()];
+        // The output contract's verdict (a request that declares tools or
+        // a format) is a comment of its own before the terminal event: the
+        // tool-call and contract suites judge it, not this oracle.
+        while ours
+            .get(j)
+            .is_some_and(|(r, _)| got[r.clone()].starts_with(b": probity-output "))
+        {
+            j += 1;
+        }
         let Some((client_range, _)) = ours.get(j) else {
             reading.problems.push(problem(
                 "the stream ended early without an error event",

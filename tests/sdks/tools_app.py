@@ -1,7 +1,8 @@
 """Tool calls through probity with each SDK's own tool helpers, the way an
 agent uses them (tests/sdk_tools.rs): openai `chat.completions.parse` with
-a pydantic tool and `create(tools=...)`, anthropic `messages.stream` with a
-tool, ollama `chat(tools=...)`. The `model` names the case the fake
+a pydantic tool and `create(tools=...)`, `responses.parse` and
+`responses.stream` with a pydantic tool and a plain one, anthropic
+`messages.stream` with a tool, ollama `chat(tools=...)`. The `model` names the case the fake
 upstream answers. One JSON line per row (rows.py)."""
 
 from typing import Literal, Optional
@@ -74,6 +75,43 @@ def openai_stream(case):
     return call
 
 
+RESPONSES_TOOL = {"type": "function", "name": "get_weather", "parameters": SCHEMA}
+
+
+def responses_parse(case, stream=False):
+    """The Responses API with a pydantic tool: the SDK parses the call's
+    arguments into the model (`parsed_arguments`)."""
+
+    def call():
+        tool = openai.pydantic_responses_function_tool(GetWeather, name="get_weather")
+        if stream:
+            with chat.responses.stream(model=case, input="Weather in Paris?", tools=[tool]) as events:
+                done = events.get_final_response()
+        else:
+            done = chat.responses.parse(model=case, input="Weather in Paris?", tools=[tool])
+        item = next(i for i in done.output if i.type == "function_call")
+        return {"name": item.name, "parsed": item.parsed_arguments.model_dump()}
+
+    return call
+
+
+def responses_stream(case):
+    """A streamed Responses call with a plain tool: the app reads the
+    final response's call and the deltas as they came."""
+
+    def call():
+        deltas = ""
+        with chat.responses.stream(model=case, input="Weather in Paris?", tools=[RESPONSES_TOOL]) as events:
+            for event in events:
+                if event.type == "response.function_call_arguments.delta":
+                    deltas += event.delta
+            done = events.get_final_response()
+        item = next(i for i in done.output if i.type == "function_call")
+        return {"name": item.name, "arguments": item.arguments, "deltas": deltas}
+
+    return call
+
+
 ANTHROPIC_TOOL = {"name": "get_weather", "description": "Weather", "input_schema": SCHEMA}
 
 
@@ -131,6 +169,10 @@ def ollama_chat(case, stream=False):
 row("openai.parse.valid", openai_parse("valid"))
 row("openai.create.cut", openai_raw("cut"))
 row("openai.stream.unknown", openai_stream("unknown"))
+row("responses.parse.valid", responses_parse("valid"))
+row("responses.stream.valid", responses_parse("valid", stream=True))
+row("responses.stream.cut", responses_stream("cut"))
+row("responses.stream.unknown", responses_stream("unknown"))
 row("anthropic.stream.valid", anthropic_stream("valid"))
 row("anthropic.stream.schema", anthropic_stream("schema"))
 row("anthropic.create.unknown", anthropic_raw("unknown"))
