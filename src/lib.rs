@@ -29,6 +29,7 @@ pub(crate) mod json;
 pub use json::scan_in_reads;
 pub mod logs;
 pub mod offline;
+pub(crate) mod outcome;
 pub(crate) mod request_id;
 pub mod route;
 pub mod server;

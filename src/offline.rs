@@ -13,14 +13,16 @@ use crate::contract::SchemaCache;
 use crate::error::{Answering, ProxyError};
 use crate::forward::ForwardError;
 use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Verdict};
+use crate::outcome::Outcome;
 use crate::route::{Route, RouteTable};
 use crate::server::{CheckedStream, Findings, StreamContext};
 
 /// What judging a saved response found.
 #[derive(Debug, serde::Serialize)]
 pub struct Judged {
-    /// `passed`, `normalized`, `rejected`, or `unchecked` (an endpoint the
-    /// route's dialect does not inspect).
+    /// The proxy's outcome ([`Outcome`]: `rejected`, `output_invalid`,
+    /// `normalized`, `passed`…), or `unchecked` (an endpoint the route's
+    /// dialect does not inspect).
     pub outcome: &'static str,
     /// What became `null` (the full list, unbounded).
     pub pointers: Vec<String>,
@@ -128,7 +130,7 @@ fn whole(
                 .respond(&at)
                 .into_body();
             Judged {
-                outcome: "rejected",
+                outcome: Outcome::Rejected.as_str(),
                 pointers: Vec::new(),
                 invariant: Some(invariant),
                 output_reasons: Vec::new(),
@@ -137,18 +139,22 @@ fn whole(
         }
         Verdict::Checked(checked) => {
             let pointers = checked.judgement.pointers;
+            let reasons = checked
+                .output
+                .map(|o| o.verdict.reasons)
+                .unwrap_or_default();
+            // The proxy's ranking (server/finish.rs), for what a whole
+            // answer can come to.
+            let outcome = match (reasons.is_empty(), pointers.is_empty()) {
+                (false, _) => Outcome::OutputInvalid,
+                (true, false) => Outcome::Normalized,
+                (true, true) => Outcome::Passed,
+            };
             Judged {
-                outcome: if pointers.is_empty() {
-                    "passed"
-                } else {
-                    "normalized"
-                },
+                outcome: outcome.as_str(),
                 pointers,
                 invariant: None,
-                output_reasons: checked
-                    .output
-                    .map(|o| o.verdict.reasons)
-                    .unwrap_or_default(),
+                output_reasons: reasons,
                 body: checked.body.unwrap_or(response),
             }
         }
@@ -193,13 +199,8 @@ fn streamed(
         }
     });
     let findings: &Findings = checked.findings();
-    let outcome = match (findings.rejected, findings.pointers.is_empty()) {
-        (Some(_), _) => "rejected",
-        (None, false) => "normalized",
-        (None, true) => "passed",
-    };
     Some(Judged {
-        outcome,
+        outcome: findings.outcome().as_str(),
         pointers: findings.pointers.clone(),
         invariant: findings.rejected,
         output_reasons: findings

@@ -613,3 +613,50 @@ async fn an_anthropic_stream_names_its_model_and_its_id_unless_the_id_was_nulled
         }
     }
 }
+
+/// One ranking (src/outcome.rs): an answer with a nulled figure whose
+/// content also breaks its contract is `output_invalid` in its span and in
+/// its capture alike, and the capture keeps both what was nulled and why
+/// the answer was invalid.
+#[tokio::test]
+async fn an_answer_both_normalized_and_invalid_has_one_outcome_in_its_span_and_its_capture() {
+    let receiver = Receiver::start().await;
+    let answer = chat_answer("\"abc\"", "\"chatcmpl-CZ4kQ2bF7yqU1nR0aX9vT3mL8pWd\"");
+    let upstream = Upstream::start(move |_| Reply::json(200, answer.clone())).await;
+    let probity = traced(&receiver, &upstream, "openai", "");
+    let mut request: serde_json::Value = serde_json::from_slice(&chat_request()).unwrap();
+    request["response_format"] = serde_json::json!({"type": "json_object"});
+    let got = post_traced(
+        &probity.url("/openai/v1/chat/completions"),
+        serde_json::to_vec(&request).unwrap(),
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.header("probity-output"), Some("invalid"));
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usage/prompt_tokens")
+    );
+    let reason = got.header("probity-output-reason").unwrap().to_string();
+
+    let spans = receiver.spans(2).await;
+    let server = server_span(&spans);
+    assert_eq!(
+        text(server, "probity.outcome").as_deref(),
+        Some("output_invalid")
+    );
+    assert_eq!(strings(server, "probity.output.reasons"), std::slice::from_ref(&reason));
+    assert_eq!(
+        strings(server, "probity.normalized"),
+        ["/usage/prompt_tokens"]
+    );
+
+    let listing = probity.admin_get("/captures").await.json();
+    let capture = &listing["captures"][0];
+    assert_eq!(capture["outcome"], "output_invalid", "{listing}");
+    assert_eq!(
+        capture["pointers"],
+        serde_json::json!(["/usage/prompt_tokens"])
+    );
+    assert_eq!(capture["reasons"], serde_json::json!([reason]));
+}

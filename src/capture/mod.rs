@@ -26,40 +26,20 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::config::{CaptureConfig, CaptureMode, CapturePolicy};
+use crate::outcome::Outcome;
 use index::{Bounds, Entry, Index, Key, Pending, Summary};
 use store::Store;
 use writer::{DropReason, Drops, Job};
 
-/// Why a response was captured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Malformed figures were nulled; these are the pointers.
-    Normalized(Vec<String>),
-    /// A payload invariant was broken.
-    Rejected(&'static str),
-    /// A stream ended by an upstream fault (its `kind`).
-    Cut(&'static str),
-    /// The model's answer broke its output contract, for these reasons.
-    OutputInvalid(Vec<&'static str>),
-    /// A chunked batch, stitched; these pointers became `null`. Each chunk's
-    /// verbatim answer is kept as its own body (`Capture::chunks`).
-    Stitched(Vec<String>),
-    /// A valid exchange, kept by a route's `capture = "all"`.
-    Passed,
-}
-
-/// What is captured of an exchange whose findings say `outcome` (`None`:
-/// valid), by its route's policy; `request_id` draws the sample.
-pub(crate) fn chosen(
-    policy: CapturePolicy,
-    outcome: Option<Outcome>,
-    request_id: &[u8],
-) -> Option<Outcome> {
+/// Whether an exchange that came to `outcome` is captured, by its route's
+/// policy: anything but a pass, and a sample of passes under `capture =
+/// "all"`; `request_id` draws the sample.
+pub(crate) fn chosen(policy: CapturePolicy, outcome: Outcome, request_id: &[u8]) -> bool {
     match (policy.mode, outcome) {
-        (CaptureMode::Off, _) => None,
-        (_, Some(outcome)) => Some(outcome),
-        (CaptureMode::Anomalies, None) => None,
-        (CaptureMode::All, None) => sampled(policy.sample, request_id).then_some(Outcome::Passed),
+        (CaptureMode::Off, _) => false,
+        (CaptureMode::Anomalies, Outcome::Passed) => false,
+        (CaptureMode::All, Outcome::Passed) => sampled(policy.sample, request_id),
+        (_, _) => true,
     }
 }
 
@@ -85,6 +65,13 @@ pub(crate) struct Capture {
     pub(crate) endpoint: String,
     pub(crate) dialect: &'static str,
     pub(crate) outcome: Outcome,
+    /// What became `null`, whatever the outcome (a rejected stream may
+    /// have had figures nulled before it broke).
+    pub(crate) pointers: Vec<String>,
+    /// The broken invariant (rejected), or the fault that cut the stream.
+    pub(crate) invariant: Option<&'static str>,
+    /// The reasons the answer was invalid (none when it was valid).
+    pub(crate) reasons: Vec<&'static str>,
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
@@ -159,17 +146,6 @@ impl Meta {
     /// (off the request path).
     fn of(capture: &Capture, instance: &str, files: (String, Vec<String>), kept: bool) -> Self {
         let (body_file, chunk_files) = files;
-        let (outcome, pointers, invariant, reasons) = match &capture.outcome {
-            Outcome::Normalized(p) => ("normalized", p.clone(), None, Vec::new()),
-            Outcome::Rejected(i) => ("rejected", Vec::new(), Some(i.to_string()), Vec::new()),
-            Outcome::Cut(kind) => ("cut", Vec::new(), Some(kind.to_string()), Vec::new()),
-            Outcome::OutputInvalid(r) => {
-                let reasons = r.iter().map(|r| r.to_string()).collect();
-                ("output_invalid", Vec::new(), None, reasons)
-            }
-            Outcome::Stitched(p) => ("stitched", p.clone(), None, Vec::new()),
-            Outcome::Passed => ("passed", Vec::new(), None, Vec::new()),
-        };
         let chunks = capture
             .chunks
             .iter()
@@ -189,10 +165,10 @@ impl Meta {
             route: capture.route.to_string(),
             endpoint: capture.endpoint.clone(),
             dialect: capture.dialect.to_string(),
-            outcome: outcome.to_string(),
-            pointers,
-            invariant,
-            reasons,
+            outcome: capture.outcome.to_string(),
+            pointers: capture.pointers.clone(),
+            invariant: capture.invariant.map(str::to_string),
+            reasons: capture.reasons.iter().map(|r| r.to_string()).collect(),
             upstream_status: capture.status.as_u16(),
             upstream_headers: shown(&capture.headers),
             body_bytes: capture.body_bytes as u64,

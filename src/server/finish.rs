@@ -10,10 +10,11 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use crate::capture::{chosen, Capture, Captures, ChunkAnswer, Outcome};
+use crate::capture::{chosen, Capture, Captures, ChunkAnswer};
 use crate::config::CapturePolicy;
 use crate::contract::OutputVerdict;
 use crate::inspect::Identity;
+use crate::outcome::Outcome;
 use crate::telemetry;
 use crate::trace::{Judged, RequestSpan};
 
@@ -43,58 +44,43 @@ pub(crate) struct Findings {
 }
 
 impl Findings {
-    /// The span's `probity.outcome`: the worst of what was found.
-    fn span_outcome(&self) -> &'static str {
+    /// What the exchange came to: the one ranking ([`Outcome`]) its
+    /// capture, its span and the admin page all read.
+    pub(crate) fn outcome(&self) -> Outcome {
+        let invalid = self.output.as_ref().is_some_and(|(_, v)| !v.valid());
         if self.rejected.is_some() {
-            "rejected"
+            Outcome::Rejected
         } else if self.cut.is_some() {
-            "cut"
-        } else if self.output.as_ref().is_some_and(|(_, v)| !v.valid()) {
-            "invalid_output"
+            Outcome::Cut
+        } else if invalid {
+            Outcome::OutputInvalid
+        } else if self.stitched {
+            Outcome::Stitched
         } else if !self.pointers.is_empty() {
-            "normalized"
+            Outcome::Normalized
         } else {
-            "passed"
+            Outcome::Passed
+        }
+    }
+
+    /// The reasons of an invalid answer (none when it was valid).
+    fn reasons(&self) -> &[&'static str] {
+        match &self.output {
+            Some((_, verdict)) if !verdict.valid() => &verdict.reasons,
+            _ => &[],
         }
     }
 
     /// What the request's span shows of these findings.
     fn judged(&self) -> Judged<'_> {
-        let (reasons, invalid): (&[&'static str], bool) = match &self.output {
-            Some((_, verdict)) => (&verdict.reasons, !verdict.valid()),
-            None => (&[], false),
-        };
         Judged {
-            outcome: self.span_outcome(),
+            outcome: self.outcome(),
             tokens: &self.tokens,
             pointers: &self.pointers,
             invariant: self.rejected,
-            reasons: if invalid { reasons } else { &[] },
+            reasons: self.reasons(),
             response_model: self.identity.model.as_deref(),
             response_id: self.identity.id.as_deref(),
-        }
-    }
-
-    /// Why the response is captured, if it is: anything probity changed
-    /// or refused, and any invalid answer.
-    fn outcome(&self) -> Option<Outcome> {
-        if let Some(invariant) = self.rejected {
-            return Some(Outcome::Rejected(invariant));
-        }
-        if let Some(kind) = self.cut {
-            return Some(Outcome::Cut(kind));
-        }
-        if self.stitched {
-            return Some(Outcome::Stitched(self.pointers.clone()));
-        }
-        if !self.pointers.is_empty() {
-            return Some(Outcome::Normalized(self.pointers.clone()));
-        }
-        match &self.output {
-            Some((_, verdict)) if !verdict.valid() => {
-                Some(Outcome::OutputInvalid(verdict.reasons.clone()))
-            }
-            _ => None,
         }
     }
 }
@@ -152,9 +138,10 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
     let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
     let normalized = !findings.pointers.is_empty();
     telemetry::route_judged(route, normalized, findings.rejected.is_some(), output);
-    let Some(outcome) = chosen(scope.policy, findings.outcome(), request_id.as_bytes()) else {
+    let outcome = findings.outcome();
+    if !chosen(scope.policy, outcome, request_id.as_bytes()) {
         return false;
-    };
+    }
     scope.captures.keep(Capture {
         request_id: request_id.to_str().unwrap_or_default().to_string(),
         time: SystemTime::now(),
@@ -162,6 +149,9 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         endpoint: scope.endpoint.to_string(),
         dialect: scope.dialect,
         outcome,
+        pointers: findings.pointers.clone(),
+        invariant: findings.rejected.or(findings.cut),
+        reasons: findings.reasons().to_vec(),
         status: verbatim.status,
         headers: verbatim.headers,
         body: verbatim.body,

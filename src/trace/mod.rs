@@ -27,6 +27,7 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SpanData, SpanEve
 pub(crate) use export::{describe, ExportError};
 
 use crate::config::TelemetryConfig;
+use crate::outcome::Outcome;
 
 /// Makes request spans and sends them to the export queue.
 #[derive(Debug)]
@@ -142,7 +143,7 @@ pub(crate) struct Routed<'a> {
 /// What inspection concluded, as the span shows it: only well-formed
 /// figures, and only what was judged.
 pub(crate) struct Judged<'a> {
-    pub(crate) outcome: &'static str,
+    pub(crate) outcome: Outcome,
     pub(crate) tokens: &'a [(&'static str, u64)],
     pub(crate) pointers: &'a [String],
     pub(crate) invariant: Option<&'static str>,
@@ -285,7 +286,7 @@ impl RequestSpan {
     pub(crate) fn judged(&self, judged: &Judged<'_>) {
         self.with_state(|state| {
             let a = &mut state.attributes;
-            a.push(KeyValue::new("probity.outcome", judged.outcome));
+            a.push(KeyValue::new("probity.outcome", judged.outcome.as_str()));
             for (kind, count) in judged.tokens {
                 let key = match *kind {
                     "input" => "gen_ai.usage.input_tokens",
