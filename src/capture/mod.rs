@@ -18,7 +18,7 @@ pub(crate) use store::OpenError;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -633,72 +633,24 @@ fn instance_name() -> String {
     }
 }
 
-/// `2026-12-01`, `2026-12-01T22:45:03Z` or `2026-12-01T22:45:03.120Z`.
+/// `2026-12-01`, `2026-12-01T22:45:03Z` or `2026-12-01T22:45:03.120Z`
+/// (a date is its midnight, UTC).
 pub(crate) fn parse_time(text: &str) -> Option<SystemTime> {
-    let (date, clock) = text.split_once('T').unwrap_or((text, "00:00:00Z"));
-    let mut fields = date.splitn(3, '-');
-    let year: i64 = fields.next()?.parse().ok()?;
-    let month: u32 = fields.next()?.parse().ok()?;
-    let day: u32 = fields.next()?.parse().ok()?;
-    let clock = clock.strip_suffix('Z')?;
-    let (clock, millis) = clock.split_once('.').unwrap_or((clock, "0"));
-    let mut fields = clock.splitn(3, ':');
-    let hour: u64 = fields.next()?.parse().ok()?;
-    let minute: u64 = fields.next()?.parse().ok()?;
-    let second: u64 = fields.next()?.parse().ok()?;
-    let millis: u64 = format!("{millis:0<3}").get(..3)?.parse().ok()?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
+    match text.len() {
+        10 => humantime::parse_rfc3339(&format!("{text}T00:00:00Z")).ok(),
+        _ => humantime::parse_rfc3339(text).ok(),
     }
-    let days = u64::try_from(days_from_civil(year, month, day)).ok()?;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_millis(millis))
-}
-
-/// Days since 1970-01-01 of a civil date (H. Hinnant's algorithm).
-pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let month = i64::from(month);
-    let mp = if month > 2 { month - 3 } else { month + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:45:03.120Z`.
 pub(crate) fn rfc3339(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        since.subsec_millis()
-    )
+    humantime::format_rfc3339_millis(time).to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn times_are_rfc3339() {
@@ -707,11 +659,12 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-12-01T22:45:03.120Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
-        assert_eq!(days_from_civil(2000, 2, 29), 951_782_400 / 86_400);
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
         assert_eq!(parse_time("2026-12-01T22:45:03.120Z"), Some(t));
         assert_eq!(parse_time("2000-02-29"), Some(leap));
         assert_eq!(parse_time("2000-02-29T"), None);
+        assert_eq!(parse_time("2000-02-30"), None);
+        assert_eq!(parse_time("2026-12-01T22:45:03Z"), Some(t - Duration::from_millis(120)));
+        assert_eq!(parse_time("2026-12-01T24:00:00Z"), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use object_store::memory::InMemory;
 use object_store::path::{Path, PathPart};
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
-use super::{days_from_civil, rfc3339};
+use super::{parse_time, rfc3339};
 use crate::config::Location;
 
 /// The store could not be opened.
@@ -354,16 +354,11 @@ fn sibling(path: &Path, name: &str) -> Path {
 /// The start of a `dt=YYYY-MM-DD` / `hour=HH` partition.
 fn partition_start(day: &str, hour: &str) -> Option<SystemTime> {
     let day = day.strip_prefix("dt=")?;
-    let hour: u64 = hour.strip_prefix("hour=")?.parse().ok()?;
-    let mut fields = day.splitn(3, '-');
-    let year: i64 = fields.next()?.parse().ok()?;
-    let month: u32 = fields.next()?.parse().ok()?;
-    let date: u32 = fields.next()?.parse().ok()?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&date) || hour > 23 {
+    let hour = hour.strip_prefix("hour=")?;
+    if day.len() != 10 || hour.len() != 2 {
         return None;
     }
-    let days = u64::try_from(days_from_civil(year, month, date)).ok()?;
-    Some(UNIX_EPOCH + Duration::from_secs(days * 86_400 + hour * 3600))
+    parse_time(&format!("{day}T{hour}:00:00Z"))
 }
 
 /// A path segment from any text: `[A-Za-z0-9._-]` kept, the rest `_`
