@@ -1,5 +1,6 @@
 //! The shape of the code, checked like behaviour: imports between the
-//! top-level modules of `src/` only go one way (no cycle), and no function
+//! top-level modules of `src/`, and between any two of its files, only go
+//! one way (no cycle), and no function
 //! outside tests is longer than a reader can hold (80 lines). Read from the
 //! source text, so a new cycle or a grown function fails CI with its name.
 
@@ -83,7 +84,125 @@ fn imports_between_top_level_modules_have_no_cycle() {
         let edges = graph.entry(module.clone()).or_default();
         edges.extend(used.into_iter().filter(|m| *m != module));
     }
-    // Depth-first search; a back edge is a cycle, reported as its path.
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!(
+            "an import cycle between top-level modules: {}\nthe graph: {graph:#?}",
+            cycle.join(" -> ")
+        );
+    }
+    assert!(graph.contains_key("inspect") && graph["server"].contains("inspect"));
+}
+
+/// A file's module path: `src/server/exchange.rs` → `server::exchange`,
+/// `src/server/mod.rs` → `server`, `src/lib.rs` → the crate root (empty).
+fn module_path(path: &Path) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let relative = path.strip_prefix(&src).unwrap().with_extension("");
+    let mut segments: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if segments.last().is_some_and(|s| s == "mod")
+        || matches!(&segments[..], [s] if s == "lib" || s == "main")
+    {
+        segments.pop();
+    }
+    segments
+}
+
+/// The modules (files) a file's text names through `crate::…` and
+/// `super::…` paths, `use` groups included: for each path, the longest
+/// prefix that is a file of `known`.
+fn file_imports(
+    module: &[String],
+    text: &str,
+    known: &BTreeSet<Vec<String>>,
+) -> BTreeSet<Vec<String>> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut found = BTreeSet::new();
+    for (root, base) in [
+        ("crate::", Vec::new()),
+        ("super::", module[..module.len().saturating_sub(1)].to_vec()),
+    ] {
+        let mut rest = text;
+        while let Some(at) = rest.find(root) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + root.len()..];
+            if before.is_some_and(ident) {
+                continue; // `xsuper::`, not a path of ours
+            }
+            // `crate::a::b::C`, or a group `crate::{a::b, c}`: each path in it.
+            let paths: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap_or(group.len())]
+                    .split(',')
+                    .collect(),
+                None => vec![
+                    &rest[..rest
+                        .find(|c: char| !ident(c) && c != ':')
+                        .unwrap_or(rest.len())],
+                ],
+            };
+            for path in paths {
+                let mut target = base.clone();
+                target.extend(
+                    path.trim()
+                        .split("::")
+                        .take_while(|s| s.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+                        .map(str::to_string),
+                );
+                while !target.is_empty() && !known.contains(&target) {
+                    target.pop();
+                }
+                found.insert(target);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn imports_between_files_have_no_cycle() {
+    let files: Vec<(Vec<String>, String)> = sources()
+        .iter()
+        .map(|path| (module_path(path), non_test_text(path)))
+        .collect();
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in &files {
+        let mut edges: BTreeSet<Vec<String>> = file_imports(module, text, &known);
+        // A parent names its children (`mod x;` then `x::f`).
+        for child in known
+            .iter()
+            .filter(|c| c.len() == module.len() + 1 && c.starts_with(module))
+        {
+            let name = child.last().unwrap();
+            if text.contains(&format!("{name}::")) {
+                edges.insert(child.clone());
+            }
+        }
+        // A child naming what its parents hold for all of their files
+        // (`super::Shared`) is not a circle: the parent owns its children.
+        edges.retain(|target| target != module && !module.starts_with(target));
+        graph
+            .entry(module.join("::"))
+            .or_default()
+            .extend(edges.iter().map(|t| t.join("::")));
+    }
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("an import cycle between files: {}", cycle.join(" -> "));
+    }
+    assert!(
+        graph["server::exchange"].contains("server::chunks"),
+        "{graph:#?}"
+    );
+    assert!(
+        graph["server::chunks"].contains("server::inspected"),
+        "{graph:#?}"
+    );
+}
+
+/// A cycle of the graph, by a depth-first search (a back edge), as its path.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     fn visit(
         node: &str,
         graph: &BTreeMap<String, BTreeSet<String>>,
@@ -112,15 +231,9 @@ fn imports_between_top_level_modules_have_no_cycle() {
         None
     }
     let mut state = BTreeMap::new();
-    for node in graph.keys() {
-        if let Some(cycle) = visit(node, &graph, &mut state, &mut Vec::new()) {
-            panic!(
-                "an import cycle between top-level modules: {}\nthe graph: {graph:#?}",
-                cycle.join(" -> ")
-            );
-        }
-    }
-    assert!(graph.contains_key("inspect") && graph["server"].contains("inspect"));
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut state, &mut Vec::new()))
 }
 
 #[test]

@@ -645,7 +645,10 @@ async fn an_answer_both_normalized_and_invalid_has_one_outcome_in_its_span_and_i
         text(server, "probity.outcome").as_deref(),
         Some("output_invalid")
     );
-    assert_eq!(strings(server, "probity.output.reasons"), std::slice::from_ref(&reason));
+    assert_eq!(
+        strings(server, "probity.output.reasons"),
+        std::slice::from_ref(&reason)
+    );
     assert_eq!(
         strings(server, "probity.normalized"),
         ["/usage/prompt_tokens"]

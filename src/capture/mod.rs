@@ -663,7 +663,10 @@ mod tests {
         assert_eq!(parse_time("2000-02-29"), Some(leap));
         assert_eq!(parse_time("2000-02-29T"), None);
         assert_eq!(parse_time("2000-02-30"), None);
-        assert_eq!(parse_time("2026-12-01T22:45:03Z"), Some(t - Duration::from_millis(120)));
+        assert_eq!(
+            parse_time("2026-12-01T22:45:03Z"),
+            Some(t - Duration::from_millis(120))
+        );
         assert_eq!(parse_time("2026-12-01T24:00:00Z"), None);
     }
 

@@ -292,7 +292,7 @@ impl EventCheck for Events {
         if !known.contains(&name) {
             return Ok(None); // ping, message_stop, error, and what comes next
         }
-        let doc = super::openai::event_object(data)?;
+        let doc = stream::event_object(data)?;
         let body = doc.object().unwrap_or_default();
         match name {
             "message_start" => {

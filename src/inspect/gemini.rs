@@ -571,7 +571,7 @@ impl EventCheck for Chunks {
         if data.trim_ascii().is_empty() {
             return Ok(None);
         }
-        let doc = super::openai::event_object(data)?;
+        let doc = stream::event_object(data)?;
         let chunk = doc.object().unwrap_or_default();
         if chunk.get("error").is_some() {
             return Ok(None); // Google's own mid-stream error passes

@@ -217,7 +217,7 @@ impl EventCheck for Lines {
                 "the stream went on after its `done: true` line".into(),
             ));
         }
-        let doc = super::openai::event_object(data)?;
+        let doc = stream::event_object(data)?;
         let line = doc.object().unwrap_or_default();
         if line.get("error").is_some() {
             return Ok(None); // Ollama's own mid-stream error passes

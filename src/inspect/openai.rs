@@ -10,7 +10,7 @@ use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, Stre
 use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
-use crate::json::{self, Kind, Object};
+use crate::json::{Kind, Object};
 use crate::violation::Violation;
 
 pub(super) struct OpenAi;
@@ -417,7 +417,7 @@ impl EventCheck for Chunks {
             self.done = true;
             return Ok(None);
         }
-        let doc = event_object(data)?;
+        let doc = stream::event_object(data)?;
         let chunk = doc.object().unwrap_or_default();
         if chunk.get("error").is_some() {
             return Ok(None); // the provider's own mid-stream error passes
@@ -469,22 +469,6 @@ impl EventCheck for Chunks {
             .data
             .as_deref()
             .is_some_and(|d| d.trim_ascii() == b"[DONE]")
-    }
-}
-
-/// An event's data as a document whose root is an object, or the
-/// violation it is.
-pub(super) fn event_object(data: &[u8]) -> Result<json::Document<'_>, Violation> {
-    match json::Document::parse(data) {
-        Ok(doc) if doc.root().kind() == Kind::Object => Ok(doc),
-        Ok(_) => Err(invariants::violation(
-            "invalid_json",
-            "a stream event is JSON but not an object".into(),
-        )),
-        Err(err) => Err(invariants::violation(
-            "invalid_json",
-            format!("a stream event is not valid JSON ({err})"),
-        )),
     }
 }
 

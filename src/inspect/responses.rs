@@ -431,7 +431,7 @@ impl Events {
 
     /// Judges one event's data by its `type`.
     fn judge(&mut self, data: &[u8]) -> Result<Option<Judgement>, Violation> {
-        let doc = super::openai::event_object(data)?;
+        let doc = stream::event_object(data)?;
         let body = doc.object().unwrap_or_default();
         let kind = body.get("type").and_then(|t| t.string()).ok_or_else(|| {
             invariants::violation(

@@ -11,6 +11,8 @@ use std::ops::Range;
 
 use crate::contract::{StreamedAnswer, StreamedCalls};
 use crate::figures::Judgement;
+use crate::invariants;
+use crate::json::{self, Kind};
 use crate::violation::Violation;
 
 /// How a stream's events are delimited.
@@ -260,6 +262,22 @@ pub(crate) fn write_event(
         }
     }
     out
+}
+
+/// An event's data as a document whose root is an object, or the
+/// violation it is.
+pub(super) fn event_object(data: &[u8]) -> Result<json::Document<'_>, Violation> {
+    match json::Document::parse(data) {
+        Ok(doc) if doc.root().kind() == Kind::Object => Ok(doc),
+        Ok(_) => Err(invariants::violation(
+            "invalid_json",
+            "a stream event is JSON but not an object".into(),
+        )),
+        Err(err) => Err(invariants::violation(
+            "invalid_json",
+            format!("a stream event is not valid JSON ({err})"),
+        )),
+    }
 }
 
 /// A dialect's judge of one stream, made per stream from its request.

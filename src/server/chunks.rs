@@ -14,8 +14,9 @@ use http::{response, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use tokio::task::{self, AbortHandle, JoinSet};
 
 use super::body::Payload;
-use super::exchange::{announce, respond, Call};
 use super::finish::{finish, Findings, Verbatim};
+use super::inspected::Call;
+use super::respond::{announce, respond};
 use crate::batch::{self, BatchSpec, Part};
 use crate::capture::ChunkAnswer;
 use crate::contract::SchemaCache;

@@ -15,8 +15,10 @@ mod exchange;
 mod finish;
 mod head;
 mod held;
+mod inspected;
 mod memory;
 mod reload;
+mod respond;
 mod tunnel;
 
 pub(crate) use checked::{CheckedStream, StreamContext};

@@ -36,7 +36,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use super::body::Payload;
-use super::exchange::respond;
+use super::respond::respond;
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ForwardError, Handshake, UpstreamBody};
 use crate::inspect::realtime::{self, Kind};
