@@ -389,8 +389,8 @@ impl Dialect for Anthropic {
         super::HOSTED_HINT
     }
 
-    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        path.ends_with("/v1/messages").then_some(&MESSAGES)
+    fn endpoints(&self) -> super::Endpoints {
+        &[("/v1/messages", &MESSAGES)]
     }
 }
 

@@ -85,16 +85,12 @@ impl Dialect for Cohere {
         super::HOSTED_HINT
     }
 
-    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/v1/embed") {
-            Some(&EMBED_V1)
-        } else if path.ends_with("/embed") {
-            Some(&EMBED)
-        } else if path.ends_with("/rerank") {
-            Some(&RERANK)
-        } else {
-            None
-        }
+    fn endpoints(&self) -> super::Endpoints {
+        &[
+            ("/v1/embed", &EMBED_V1),
+            ("/embed", &EMBED),
+            ("/rerank", &RERANK),
+        ]
     }
 }
 

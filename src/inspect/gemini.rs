@@ -258,16 +258,24 @@ impl Dialect for Gemini {
         super::HOSTED_HINT
     }
 
+    /// By the custom method of the path's last segment, not a suffix
+    /// (its colon may come percent-encoded).
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        match method(path)? {
-            "embedContent" => Some(&EMBED),
-            "batchEmbedContents" => Some(&BATCH_EMBED),
-            "generateContent" => Some(&GENERATE),
-            "streamGenerateContent" => Some(&STREAM_GENERATE),
-            _ => None,
-        }
+        let method = method(path)?;
+        METHODS
+            .iter()
+            .find(|(name, _)| *name == method)
+            .map(|(_, endpoint)| *endpoint)
     }
 }
+
+/// The custom methods probity checks, and their endpoints.
+const METHODS: super::Endpoints = &[
+    ("embedContent", &EMBED),
+    ("batchEmbedContents", &BATCH_EMBED),
+    ("generateContent", &GENERATE),
+    ("streamGenerateContent", &STREAM_GENERATE),
+];
 
 /// The custom method of a path's last segment (`models/x:generateContent`
 /// → `generateContent`), its colon written plainly or percent-encoded.

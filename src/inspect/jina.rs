@@ -55,14 +55,8 @@ impl Dialect for Jina {
         super::HOSTED_HINT
     }
 
-    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/embeddings") {
-            Some(&EMBEDDINGS)
-        } else if path.ends_with("/rerank") {
-            Some(&RERANK)
-        } else {
-            None
-        }
+    fn endpoints(&self) -> super::Endpoints {
+        &[("/embeddings", &EMBEDDINGS), ("/rerank", &RERANK)]
     }
 }
 

@@ -61,6 +61,17 @@ pub fn names() -> Vec<&'static str> {
     DIALECTS.iter().map(|d| d.name()).collect()
 }
 
+/// A dialect's endpoint table: `(path suffix, endpoint)`, first match wins.
+pub type Endpoints = &'static [(&'static str, &'static Endpoint)];
+
+/// The first endpoint of `table` whose suffix ends `path`.
+pub(crate) fn by_suffix(table: Endpoints, path: &str) -> Option<&'static Endpoint> {
+    table
+        .iter()
+        .find(|(suffix, _)| path.ends_with(suffix))
+        .map(|(_, endpoint)| *endpoint)
+}
+
 /// How one provider speaks: how it takes a credential, what to tell a user
 /// who cannot reach it, and how its responses are judged.
 pub trait Dialect: Send + Sync {
@@ -87,11 +98,20 @@ pub trait Dialect: Send + Sync {
         Envelope::Nested
     }
 
+    /// The endpoints this dialect checks, as data: path suffixes (as sent
+    /// upstream) and their endpoints, the first match winning (so
+    /// `/chat/completions` comes before `/completions`). Matched by the
+    /// end, a gateway's base path (`/openai/deployments/x/embeddings`) does
+    /// not hide an endpoint.
+    fn endpoints(&self) -> Endpoints {
+        &[]
+    }
+
     /// The endpoint a request path (as sent upstream) is, when this dialect
-    /// checks it. Paths are matched by their end, so a gateway's base path
-    /// (`/openai/deployments/x/embeddings`) does not hide an endpoint.
-    fn endpoint(&self, _path: &str) -> Option<&'static Endpoint> {
-        None
+    /// checks it: by [`Dialect::endpoints`], unless a dialect's paths are
+    /// not suffixes (Gemini's `:method`, a stored response's id).
+    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
+        by_suffix(self.endpoints(), path)
     }
 
     /// The endpoint a GET to a path (as sent upstream) is, with the

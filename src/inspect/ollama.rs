@@ -295,22 +295,15 @@ impl Dialect for Ollama {
          or set this route's upstream to where it listens"
     }
 
-    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/api/chat") {
-            Some(&CHAT)
-        } else if path.ends_with("/api/generate") {
-            Some(&GENERATE)
-        } else if path.ends_with("/v1/chat/completions") {
-            Some(&super::openai::CHAT)
-        } else if path.ends_with("/api/embed") {
-            Some(&EMBED)
-        } else if path.ends_with("/api/embeddings") {
-            Some(&LEGACY_EMBEDDINGS)
-        } else if path.ends_with("/v1/embeddings") {
-            Some(&super::openai::EMBEDDINGS)
-        } else {
-            None
-        }
+    fn endpoints(&self) -> super::Endpoints {
+        &[
+            ("/api/chat", &CHAT),
+            ("/api/generate", &GENERATE),
+            ("/v1/chat/completions", &super::openai::CHAT),
+            ("/api/embed", &EMBED),
+            ("/api/embeddings", &LEGACY_EMBEDDINGS),
+            ("/v1/embeddings", &super::openai::EMBEDDINGS),
+        ]
     }
 }
 

@@ -117,22 +117,21 @@ impl Dialect for OpenAi {
          OpenAI-compatible server (vLLM, llama.cpp, Ollama's /v1), start it at that address"
     }
 
+    fn endpoints(&self) -> super::Endpoints {
+        &[
+            ("/chat/completions", &CHAT),
+            ("/completions", &COMPLETIONS),
+            ("/embeddings", &EMBEDDINGS),
+            ("/rerank", &RERANK),
+            ("/responses", &super::responses::CREATE),
+        ]
+    }
+
+    /// The table, then `POST …/responses/{id}/cancel`, which answers the
+    /// stored response object (an id is no suffix).
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/chat/completions") {
-            Some(&CHAT)
-        } else if path.ends_with("/completions") {
-            Some(&COMPLETIONS)
-        } else if path.ends_with("/embeddings") {
-            Some(&EMBEDDINGS)
-        } else if path.ends_with("/rerank") {
-            Some(&RERANK)
-        } else if path.ends_with("/responses") {
-            Some(&super::responses::CREATE)
-        } else if super::responses::stored(path, true) {
-            Some(&super::responses::STORED)
-        } else {
-            None
-        }
+        super::by_suffix(self.endpoints(), path)
+            .or_else(|| super::responses::stored(path, true).then_some(&super::responses::STORED))
     }
 
     /// `GET …/responses/{id}` answers the stored response object; with

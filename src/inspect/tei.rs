@@ -79,16 +79,12 @@ impl Dialect for Tei {
          or set this route's upstream to where it listens"
     }
 
-    fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
-        if path.ends_with("/embeddings") {
-            Some(&OPENAI_EMBEDDINGS)
-        } else if path.ends_with("/embed") {
-            Some(&EMBED)
-        } else if path.ends_with("/rerank") {
-            Some(&RERANK)
-        } else {
-            None
-        }
+    fn endpoints(&self) -> super::Endpoints {
+        &[
+            ("/embeddings", &OPENAI_EMBEDDINGS),
+            ("/embed", &EMBED),
+            ("/rerank", &RERANK),
+        ]
     }
 }
 

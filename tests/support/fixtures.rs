@@ -366,3 +366,27 @@ pub fn unmet(before: &str, after: &str, probes: &[Probe]) -> (Vec<String>, bool)
         .collect();
     (wrong, lagging)
 }
+
+/// An SSE stream without probity's output-verdict comment events (`:
+/// probity-output …`, before the terminal event when the request declares
+/// tools or a format): the figure and invariant suites compare the rest;
+/// the contract and tool-call suites judge the verdict.
+pub fn without_verdict(stream: &[u8]) -> Vec<u8> {
+    const VERDICT: &[u8] = b": probity-output ";
+    let mut out = Vec::with_capacity(stream.len());
+    let mut at = 0;
+    while at < stream.len() {
+        let starts_event = at == 0 || stream[..at].ends_with(b"\n\n");
+        if starts_event && stream[at..].starts_with(VERDICT) {
+            let end = stream[at..]
+                .windows(2)
+                .position(|w| w == b"\n\n")
+                .map_or(stream.len(), |p| at + p + 2);
+            at = end;
+            continue;
+        }
+        out.push(stream[at]);
+        at += 1;
+    }
+    out
+}
