@@ -15,7 +15,7 @@
     missing_docs
 )]
 
-#[path = "../tests/support/base64.rs"]
+#[path = "../tests/it/support/base64.rs"]
 mod base64;
 
 use bytes::Bytes;
