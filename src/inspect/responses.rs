@@ -267,10 +267,6 @@ fn short(text: &str) -> String {
 /// The output items of a response object that are function calls (`type:
 /// "function_call"`), in order: what a tool-call judgement reads (their
 /// `name`, `call_id` and `arguments` are strings once the payload passed).
-#[allow(
-    dead_code,
-    reason = "the tool-call judgement reads it (issue 22, part 2)"
-)]
 pub(crate) fn function_calls<'a>(response: &Object<'a>) -> Vec<Object<'a>> {
     output_items(response, "function_call")
 }

@@ -9,7 +9,10 @@ use http_body_util::{BodyExt, Full};
 use tokio::io::AsyncWriteExt;
 
 /// Closes with RST rather than FIN. (A zero linger never blocks on drop.)
-#[allow(deprecated)]
+#[expect(
+    deprecated,
+    reason = "tokio deprecates set_linger for its blocking close; a zero linger never blocks"
+)]
 fn reset(stream: tokio::net::TcpStream) {
     let _ = stream.set_linger(Some(Duration::ZERO));
     drop(stream);

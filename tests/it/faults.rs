@@ -22,7 +22,10 @@ async fn write(stream: &mut TcpStream, bytes: &[u8]) {
     let _ = stream.write_all(bytes).await;
 }
 
-#[allow(deprecated)]
+#[expect(
+    deprecated,
+    reason = "tokio deprecates set_linger for its blocking close; a zero linger never blocks"
+)]
 fn reset(stream: TcpStream) {
     let _ = stream.set_linger(Some(Duration::ZERO));
     drop(stream);

@@ -14,14 +14,13 @@
 //! `probity` it starts its own environment, and files go under
 //! [`support::temp_path`]'s unique names.
 
-// Tests fail loudly: the request-path lints do not apply.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing,
     unreachable_pub,
-    missing_docs
+    reason = "tests fail loudly: the request path's lints do not apply; the harness's `pub` items serve the test modules"
 )]
 
 mod support;

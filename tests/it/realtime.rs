@@ -9,9 +9,10 @@
 //! `tests/fixtures/openai_realtime/` (valid, each malformed figure) run
 //! here too.
 
-// The upstream's handshake callback returns tungstenite's own large error
-// type.
-#![allow(clippy::result_large_err)]
+#![expect(
+    clippy::result_large_err,
+    reason = "the upstream's handshake callback returns tungstenite's own large error type"
+)]
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};
