@@ -4,14 +4,12 @@
 //!
 //! `cargo bench --bench chunking`. Loopback only, a few seconds.
 
-// Tests and benches fail loudly: the request-path lints do not apply.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     clippy::indexing_slicing,
     unreachable_pub,
-    missing_docs
+    reason = "tests and benches fail loudly: the request path's lints do not apply"
 )]
 
 use std::convert::Infallible;
@@ -28,6 +26,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
+#[expect(
+    dead_code,
+    reason = "this bench reads no memory figure (Probity::rss_kib)"
+)]
 mod support;
 use support::Probity;
 

@@ -5,17 +5,15 @@
 //! `cargo bench --bench pipeline`. The end-to-end latency comparison against
 //! a direct call and nginx is a separate load benchmark.
 
-// Tests and benches fail loudly: the request-path lints do not apply.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     clippy::indexing_slicing,
     unreachable_pub,
-    missing_docs
+    reason = "tests and benches fail loudly: the request path's lints do not apply"
 )]
 
-#[path = "../tests/support/base64.rs"]
+#[path = "../tests/it/support/base64.rs"]
 mod base64;
 
 use bytes::Bytes;

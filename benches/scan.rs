@@ -30,16 +30,6 @@
 //! time quadratic in its length. What drops past 4 MB is the tape outgrowing
 //! the caches, not a second reading.
 
-// Tests and benches fail loudly: the request-path lints do not apply.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    unreachable_pub,
-    missing_docs
-)]
-
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -11,14 +11,12 @@
 //! `cargo bench --bench streams`. Bounded in time (about 20 s) and only on
 //! 127.0.0.1.
 
-// Tests and benches fail loudly: the request-path lints do not apply.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     clippy::indexing_slicing,
     unreachable_pub,
-    missing_docs
+    reason = "tests and benches fail loudly: the request path's lints do not apply"
 )]
 
 use std::convert::Infallible;

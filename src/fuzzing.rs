@@ -1,5 +1,5 @@
 //! Entry points for the fuzz targets in `fuzz/` and for the replay of their
-//! seeds in `tests/fuzz_corpus.rs`.
+//! seeds in `tests/it/fuzz_corpus.rs`.
 //!
 //! Why it exists: the code worth fuzzing (the inspectors, the stream
 //! splitter, batch splitting and stitching, the contract validator, the
@@ -16,7 +16,7 @@
 //! batch size: `<dialect> <path> <max>`); the others are per target.
 //!
 //! The property every inspector target asserts is the one
-//! `tests/property.rs` asserts over sockets: the answer is the upstream's
+//! `tests/it/property.rs` asserts over sockets: the answer is the upstream's
 //! bytes, or those bytes with exactly the listed figure spans replaced by
 //! `null`, or a rejection.
 

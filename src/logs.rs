@@ -110,8 +110,6 @@ impl Visit for Line<'_> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use super::*;
 
     fn line(value: &str) -> String {

@@ -21,14 +21,11 @@
 //!
 //! Bodies are never checked: the benchmark sends the matching requests.
 
-// Tests and benches fail loudly: the request-path lints do not apply.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     clippy::indexing_slicing,
-    unreachable_pub,
-    missing_docs
+    reason = "tests and benches fail loudly: the request path's lints do not apply"
 )]
 
 use std::convert::Infallible;

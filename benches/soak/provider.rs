@@ -32,14 +32,11 @@
 //! Every answer carries `x-soak-sha256` (of the body as sent) and
 //! `x-soak-id` (echoed).
 
-// Tests and benches fail loudly: the request-path lints do not apply.
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     clippy::indexing_slicing,
-    unreachable_pub,
-    missing_docs
+    reason = "tests and benches fail loudly: the request path's lints do not apply"
 )]
 
 use std::convert::Infallible;

@@ -40,7 +40,6 @@ impl Probity {
     }
 
     /// Resident memory, from /proc.
-    #[allow(dead_code)] // one bench reads memory, the other does not
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();

@@ -378,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::single_range_in_vec_init)] // one span to null
+    #[expect(clippy::single_range_in_vec_init, reason = "one span to null")]
     fn a_rewrite_changes_only_the_nulled_spans() {
         let raw = b"id: 7\r\nretry: 1000\r\ndata: {\"u\":\"x\"}\r\n\r\n";
         let event = parse_event(Framing::Sse, raw);

@@ -89,8 +89,6 @@ pub(crate) fn inject(headers: &mut HeaderMap, trace_id: TraceId, span_id: SpanId
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use super::*;
 
     fn headers(traceparent: &str) -> HeaderMap {

@@ -1,5 +1,5 @@
 // Creates the test's container in Azurite if it is missing and prints the
-// names of its blobs as a JSON array: tests/captures_buckets.rs reads the
+// names of its blobs as a JSON array: tests/it/captures_buckets.rs reads the
 // bucket with Azure's own SDK rather than with probity's code.
 // Usage: node container.js <blob endpoint URL> <container>
 "use strict";

@@ -1,5 +1,5 @@
 // Drives the admin page in Debian's chromium, headless, for
-// tests/admin_page.rs. Usage:
+// tests/it/admin_page.rs. Usage:
 //   node admin_page.mjs <admin page URL> <proxy embeddings URL>
 //        <normalized request id> <hostile request id> <screenshot path>
 //        <admin token>

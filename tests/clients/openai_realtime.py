@@ -1,4 +1,4 @@
-"""The openai SDK's Realtime client through probity (tests/realtime.rs).
+"""The openai SDK's Realtime client through probity (tests/it/realtime.rs).
 
 Two sessions, one per model the fake upstream knows: `gpt-realtime`
 (sound usage) and `gpt-realtime-bad-usage` (a malformed `input_tokens`).

@@ -1,4 +1,4 @@
-"""Reads deploy/kubernetes/*.yaml and prints, as JSON, what tests/deploy.rs
+"""Reads deploy/kubernetes/*.yaml and prints, as JSON, what tests/it/deploy.rs
 checks against probity's configuration: each probity container's probes,
 ports, preStop pause, the pod's grace period and where its admin token comes
 from, each Service's target ports, and the ConfigMap's probity.toml."""

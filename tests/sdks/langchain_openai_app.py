@@ -1,6 +1,6 @@
 """langchain-openai through probity, the way an app uses it:
 OpenAIEmbeddings and ChatOpenAI (invoke and stream). The `model` names the
-case the fake upstream answers (tests/sdks.rs). One JSON line per row
+case the fake upstream answers (tests/it/sdks.rs). One JSON line per row
 (rows.py)."""
 
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings

@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK through probity, the way an app uses it: an agent
 with one function tool, run with `Runner.run` over the Responses API. The
-`model` names the case the fake upstream answers (tests/sdks.rs). One JSON
+`model` names the case the fake upstream answers (tests/it/sdks.rs). One JSON
 line per row (rows.py)."""
 
 import asyncio

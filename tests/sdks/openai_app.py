@@ -1,6 +1,6 @@
 """The openai SDK through probity, the way an app uses it: embeddings and
 chat completions, whole and streamed. The `model` names the case the fake
-upstream answers (tests/sdks.rs). One JSON line per row (rows.py)."""
+upstream answers (tests/it/sdks.rs). One JSON line per row (rows.py)."""
 
 import openai
 

@@ -1,6 +1,6 @@
 """The openai SDK's Responses API through probity, the way an app uses it:
 `responses.create` plain and with `text.format`, and `responses.stream`.
-The `model` names the case the fake upstream answers (tests/sdks.rs). One
+The `model` names the case the fake upstream answers (tests/it/sdks.rs). One
 JSON line per row (rows.py)."""
 
 import openai

@@ -1,4 +1,4 @@
-"""The rows of the SDK matrix (tests/sdks.rs), on the Python side: each row
+"""The rows of the SDK matrix (tests/it/sdks.rs), on the Python side: each row
 makes one call the way an app would and prints what the app saw, as one
 JSON line: {"row", "seen"} when the call returned, or {"row", "raised",
 "text", "body", "trace"} when it raised (the exception's class, `str(e)`,

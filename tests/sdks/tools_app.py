@@ -1,5 +1,5 @@
 """Tool calls through probity with each SDK's own tool helpers, the way an
-agent uses them (tests/sdk_tools.rs): openai `chat.completions.parse` with
+agent uses them (tests/it/sdk_tools.rs): openai `chat.completions.parse` with
 a pydantic tool and `create(tools=...)`, `responses.parse` and
 `responses.stream` with a pydantic tool and a plain one, anthropic
 `messages.stream` with a tool, ollama `chat(tools=...)`. The `model` names the case the fake

@@ -1,6 +1,6 @@
 """The voyageai SDK through probity, the way an app uses it: embed and
 rerank. The `model` names the case the fake upstream answers
-(tests/sdks.rs). One JSON line per row (rows.py)."""
+(tests/it/sdks.rs). One JSON line per row (rows.py)."""
 
 import voyageai
 

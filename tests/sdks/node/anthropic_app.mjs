@@ -1,6 +1,6 @@
 // The anthropic SDK through probity, the way an app uses it: a message,
 // whole and streamed. The `model` names the case the fake upstream answers
-// (tests/sdks.rs). One JSON line per row (rows.mjs).
+// (tests/it/sdks.rs). One JSON line per row (rows.mjs).
 
 import Anthropic from '@anthropic-ai/sdk';
 

@@ -1,6 +1,6 @@
 // The cohere-ai SDK (CohereClientV2) through probity, the way an app uses
 // it: embed and rerank. The `model` names the case the fake upstream
-// answers (tests/sdks.rs). One JSON line per row (rows.mjs).
+// answers (tests/it/sdks.rs). One JSON line per row (rows.mjs).
 
 import { CohereClientV2 } from 'cohere-ai';
 

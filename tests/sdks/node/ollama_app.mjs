@@ -1,6 +1,6 @@
 // The ollama SDK through probity, the way an app uses it: chat, whole and
 // streamed, and embed. The `model` names the case the fake upstream
-// answers (tests/sdks.rs). One JSON line per row (rows.mjs).
+// answers (tests/it/sdks.rs). One JSON line per row (rows.mjs).
 
 import { Ollama } from 'ollama';
 

@@ -1,0 +1,113 @@
+//! `probity inspect`, the proxy's judgement offline, over every fixture of
+//! every dialect: what it prints is what the proxy sends the client (the
+//! fixtures' expected bodies, which the conformance suites hold the proxy
+//! to), and its verdict and exit code are the fixture's outcome.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const DIALECTS: [&str; 8] = [
+    "openai",
+    "ollama",
+    "cohere",
+    "jina",
+    "tei",
+    "voyage",
+    "anthropic",
+    "gemini",
+];
+
+#[test]
+fn probity_inspect_judges_every_fixture_as_the_proxy_does() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let (mut judged, mut problems) = (0, Vec::new());
+    for dialect in DIALECTS {
+        let mut cases: Vec<_> = std::fs::read_dir(root.join(dialect))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        cases.sort();
+        for case in cases {
+            let name = format!("{dialect}/{}", case.file_name().unwrap().to_string_lossy());
+            // What inspect cannot see: a status, upstream headers (TEI's
+            // header figures), a route of the case's own (contracts).
+            if ["status", "response.headers", "route.toml"]
+                .iter()
+                .any(|f| case.join(f).exists())
+            {
+                continue;
+            }
+            let expect: Value =
+                serde_json::from_slice(&std::fs::read(case.join("expect.json")).unwrap()).unwrap();
+            let endpoint = std::fs::read_to_string(case.join("endpoint")).unwrap();
+            let response = ["response.json", "response.sse", "response.ndjson"]
+                .iter()
+                .map(|f| case.join(f))
+                .find(|p| p.exists())
+                .unwrap();
+            let output = Command::new(env!("CARGO_BIN_EXE_probity"))
+                .env_remove("PROBITY_CONFIG")
+                .args(["inspect", "--json", "--route", dialect, "--path"])
+                .arg(endpoint.trim())
+                .arg("--request")
+                .arg(case.join("request.json"))
+                .arg(&response)
+                .output()
+                .unwrap();
+            let code = output.status.code();
+            if code == Some(2) {
+                // An endpoint the dialect does not inspect.
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                if !stderr.contains("does not inspect") {
+                    problems.push(format!("{name}: {stderr}"));
+                }
+                continue;
+            }
+            judged += 1;
+            let verdict: Value = serde_json::from_slice(&output.stderr)
+                .unwrap_or_else(|e| panic!("{name}: {e}: {:?}", output.stderr));
+            let want = expect["outcome"].as_str().unwrap();
+            let got = verdict["outcome"].as_str().unwrap();
+            let outcome_fits = match want {
+                "pass" => got == "passed",
+                other => got == other,
+            };
+            if !outcome_fits {
+                problems.push(format!("{name}: {got}, the fixture says {want}"));
+                continue;
+            }
+            match want {
+                "rejected" => {
+                    if code != Some(1) || verdict["invariant"] != expect["invariant"] {
+                        problems.push(format!("{name}: exit {code:?}, {verdict}"));
+                    }
+                }
+                _ => {
+                    let client = ["expected.json", "expected.sse", "expected.ndjson"]
+                        .iter()
+                        .map(|f| case.join(f))
+                        .find(|p| p.exists())
+                        .unwrap_or(response.clone());
+                    // The verdict comment is the contract suites' to judge.
+                    let stdout = crate::support::fixtures::without_verdict(&output.stdout);
+                    if code != Some(0) || stdout != std::fs::read(&client).unwrap() {
+                        problems.push(format!("{name}: exit {code:?}, the body differs"));
+                    }
+                    let pointers = expect["pointers"].clone();
+                    if want == "normalized" && verdict["pointers"] != pointers {
+                        problems.push(format!("{name}: pointers {verdict}, want {pointers}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(judged >= 300, "only {judged} fixtures judged");
+    assert!(
+        problems.is_empty(),
+        "{} of {judged} fixtures:\n  - {}",
+        problems.len(),
+        problems.join("\n  - ")
+    );
+}
