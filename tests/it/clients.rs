@@ -1,26 +1,10 @@
 //! Real client libraries through probity: a normalized response must still
 //! be one the SDK accepts, and a rejected one an error it reports.
 
-use std::process::Command;
-
 use crate::support::*;
 
 /// How the SDKs are installed.
 const PIP: &str = "python3 -m pip install openai anthropic ollama google-genai";
-
-/// The Python modules of `modules` that cannot be imported.
-fn missing<'a>(modules: &[&'a str]) -> Vec<&'a str> {
-    modules
-        .iter()
-        .copied()
-        .filter(|module| {
-            !Command::new("python3")
-                .args(["-c", &format!("import {module}")])
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .collect()
-}
 
 /// The openai SDK asks for base64 unless told otherwise; the upstream
 /// answers in kind, with a malformed `prompt_tokens` (a gateway that
@@ -30,7 +14,7 @@ fn missing<'a>(modules: &[&'a str]) -> Vec<&'a str> {
 async fn the_openai_sdk_accepts_a_normalized_embeddings_response() {
     if !can_run(
         "the_openai_sdk_accepts_a_normalized_embeddings_response",
-        &missing(&["openai"]),
+        &missing_python(&["openai"]),
         PIP,
     ) {
         return;
@@ -134,7 +118,7 @@ async fn run_sdk(sdk: &'static str, base: String) -> Vec<serde_json::Value> {
 async fn the_generation_sdks_accept_normalized_answers_streamed_or_not() {
     if !can_run(
         "the_generation_sdks_accept_normalized_answers_streamed_or_not",
-        &missing(&["openai", "anthropic", "ollama"]),
+        &missing_python(&["openai", "anthropic", "ollama"]),
         PIP,
     ) {
         return;
@@ -200,7 +184,7 @@ async fn the_generation_sdks_accept_normalized_answers_streamed_or_not() {
 async fn the_openai_sdk_parses_a_degraded_answer() {
     if !can_run(
         "the_openai_sdk_parses_a_degraded_answer",
-        &missing(&["openai"]),
+        &missing_python(&["openai"]),
         PIP,
     ) {
         return;
@@ -312,7 +296,7 @@ async fn gemini_upstream() -> Upstream {
 async fn the_google_genai_sdk_accepts_sound_and_normalized_answers() {
     if !can_run(
         "the_google_genai_sdk_accepts_sound_and_normalized_answers",
-        &missing(&["google.genai"]),
+        &missing_python(&["google.genai"]),
         PIP,
     ) {
         return;

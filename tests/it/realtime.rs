@@ -14,7 +14,7 @@
     reason = "the upstream's handshake callback returns tungstenite's own large error type"
 )]
 
-use std::process::Command;
+use crate::support::missing_python;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -222,15 +222,7 @@ async fn metric_reaches(probity: &Probity, sample: &str, want: f64) {
 /// and a malformed `input_tokens` read as `None` alone.
 #[tokio::test]
 async fn the_openai_sdk_realtime_client_works_through_probity() {
-    let missing: Vec<&str> = ["openai", "websockets"]
-        .into_iter()
-        .filter(|module| {
-            !Command::new("python3")
-                .args(["-c", &format!("import {module}")])
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .collect();
+    let missing = missing_python(&["openai", "websockets"]);
     if !can_run(
         "the_openai_sdk_realtime_client_works_through_probity",
         &missing,

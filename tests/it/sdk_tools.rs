@@ -10,7 +10,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::support::*;
@@ -202,51 +202,20 @@ fn provider(request: &Recorded) -> Reply {
 /// Runs one app script against probity, within [`LIMIT`]: its rows, and
 /// what it wrote on stderr.
 async fn run(program: &str, script: &str, probity: &Probity) -> (BTreeMap<String, Value>, String) {
-    let child = Command::new(program)
-        .arg(script)
-        .env("PROBE_URL", probity.url(""))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NO_PROXY", "127.0.0.1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let waited = tokio::time::timeout(
-        LIMIT,
-        tokio::task::spawn_blocking(move || child.wait_with_output()),
-    )
-    .await;
-    let Ok(output) = waited else {
-        // Ends only the script this test started.
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        panic!("{script} ran past {LIMIT:?}");
-    };
-    let output = output.unwrap().unwrap();
+    let mut command = Command::new(program);
+    command.arg(script);
+    let output = run_app(command, probity.url(""), LIMIT).await;
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (rows(&output.stdout), stderr)
 }
 
-/// Node and the SDKs tests/sdks/node pins (`npm ci` there), or the rows
-/// are skipped the way tests/sdks.rs skips them (a failure where CI runs).
+/// Node and the SDKs tests/sdks/node pins, or the rows are skipped the way
+/// tests/it/sdks.rs skips them (a failure where CI runs).
 fn node_ready() -> bool {
-    let node = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let installed = ["openai", "@anthropic-ai/sdk", "ollama"].iter().all(|p| {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdks/node/node_modules");
-        std::path::Path::new(&format!("{dir}/{p}/package.json")).exists()
-    });
-    let missing: &[&str] = match (node, installed) {
-        (false, _) => &["node"],
-        (true, false) => &["the Node SDKs"],
-        (true, true) => &[],
-    };
+    let missing = missing_node(&["openai", "@anthropic-ai/sdk", "ollama"]);
     can_run(
         "the Node SDK tool rows",
-        missing,
+        &missing,
         "npm ci --prefix tests/sdks/node",
     )
 }
@@ -262,15 +231,7 @@ fn rows(stdout: &[u8]) -> BTreeMap<String, Value> {
 
 #[tokio::test]
 async fn each_sdks_tool_helpers_get_valid_calls_unchanged_and_invalid_ones_as_sent() {
-    let missing: Vec<&str> = ["openai", "anthropic", "ollama", "pydantic"]
-        .into_iter()
-        .filter(|module| {
-            !Command::new("python3")
-                .args(["-c", &format!("import {module}")])
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .collect();
+    let missing = missing_python(&["openai", "anthropic", "ollama", "pydantic"]);
     if !can_run(
         "the SDK tool rows",
         &missing,

@@ -21,7 +21,7 @@
 //! fails the test once it passes (so that the list is emptied with the fix).
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::support::*;
@@ -605,41 +605,15 @@ impl Session {
     }
 
     /// Runs `command` (a script of rows) against probity.
-    async fn rows(&self, sdk: &'static str, mut command: Command) -> Matrix {
-        command
-            .env("PROBE_URL", self.probity.url(""))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("NO_PROXY", "127.0.0.1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let child = command.spawn().unwrap();
-        let pid = child.id();
-        let waited = tokio::time::timeout(
-            SCRIPT_LIMIT,
-            tokio::task::spawn_blocking(move || child.wait_with_output()),
+    async fn rows(&self, sdk: &'static str, command: Command) -> Matrix {
+        Matrix::new(
+            sdk,
+            run_app(command, self.probity.url(""), SCRIPT_LIMIT).await,
         )
-        .await;
-        let Ok(output) = waited else {
-            // Ends only the script this test started.
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("{sdk}: the script ran past {SCRIPT_LIMIT:?}");
-        };
-        Matrix::new(sdk, output.unwrap().unwrap())
     }
 
     async fn python(&self, sdk: &'static str, script: &str, modules: &[&str]) -> Option<Matrix> {
-        let missing: Vec<&str> = modules
-            .iter()
-            .copied()
-            .filter(|module| {
-                !Command::new("python3")
-                    .args(["-c", &format!("import {module}")])
-                    .status()
-                    .is_ok_and(|s| s.success())
-            })
-            .collect();
-        if !can_run(&format!("the {sdk} rows"), &missing, PIP) {
+        if !can_run(&format!("the {sdk} rows"), &missing_python(modules), PIP) {
             return None;
         }
         let mut command = Command::new("python3");
@@ -648,21 +622,7 @@ impl Session {
     }
 
     async fn node(&self, sdk: &'static str, script: &str, package: &str) -> Option<Matrix> {
-        let node = Command::new("node")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        let installed = std::path::Path::new(&format!(
-            "{SCRIPTS}/node/node_modules/{package}/package.json"
-        ))
-        .exists();
-        let missing: &[&str] = match (node, installed) {
-            (false, _) => &["node"],
-            (true, false) => &[package],
-            (true, true) => &[],
-        };
-        if !can_run(&format!("the {sdk} rows"), missing, NPM) {
+        if !can_run(&format!("the {sdk} rows"), &missing_node(&[package]), NPM) {
             return None;
         }
         let mut command = Command::new("node");

@@ -60,6 +60,64 @@ pub fn can_run(test: &str, missing: &[&str], install: &str) -> bool {
     false
 }
 
+/// The Python modules of `modules` that `python3` cannot import.
+pub fn missing_python<'a>(modules: &[&'a str]) -> Vec<&'a str> {
+    modules
+        .iter()
+        .copied()
+        .filter(|module| {
+            !Command::new("python3")
+                .args(["-c", &format!("import {module}")])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect()
+}
+
+/// Node itself, or those of `packages` that `npm ci --prefix tests/sdks/node`
+/// has not installed.
+pub fn missing_node<'a>(packages: &[&'a str]) -> Vec<&'a str> {
+    let node = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !node {
+        return vec!["node"];
+    }
+    let modules = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdks/node/node_modules");
+    packages
+        .iter()
+        .copied()
+        .filter(|p| !std::path::Path::new(&format!("{modules}/{p}/package.json")).exists())
+        .collect()
+}
+
+/// Runs an app's script (`command`: python3 or node with its script)
+/// against probity at `base` (`PROBE_URL`), and its whole output; past
+/// `limit` the script hangs, and only it is killed.
+pub async fn run_app(mut command: Command, base: String, limit: Duration) -> std::process::Output {
+    command
+        .env("PROBE_URL", base)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_PROXY", "127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = command.spawn().unwrap();
+    let pid = child.id();
+    let waited = tokio::time::timeout(
+        limit,
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    let Ok(output) = waited else {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        panic!("{command:?} ran past {limit:?}");
+    };
+    output.unwrap().unwrap()
+}
+
 /// Longest any single step of a test may take before it counts as a hang.
 pub const STEP: Duration = Duration::from_secs(10);
 
