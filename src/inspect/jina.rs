@@ -1,13 +1,11 @@
 //! Jina AI's `/v1/embeddings` (OpenAI's shape, plus packed binary types) and
 //! `/v1/rerank` (which echoes documents by default).
 
-use super::{Dialect, Endpoint, Response};
-use crate::batch::{BatchSpec, Vectors};
+use super::hosted::{self, Hosted};
+use super::{Endpoint, Response};
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
-
-pub(super) struct Jina;
 
 /// `usage` is required in Jina's API schema.
 const FIGURES: &[Figure] = &[
@@ -16,49 +14,13 @@ const FIGURES: &[Figure] = &[
     Figure::count("/usage/prompt_tokens").tokens("input"),
 ];
 
-const EMBEDDINGS: Endpoint = Endpoint {
-    operation: "embeddings",
-    check: embeddings,
-    figures: FIGURES,
-    header_figures: &[],
-    stream: None,
-    output: None,
-    batch: Some(BatchSpec {
-        inputs: &["input"],
-        vectors: Vectors::OPENAI_DATA,
-    }),
+const EMBEDDINGS: Endpoint = hosted::embeddings(embeddings, FIGURES);
+const RERANK: Endpoint = hosted::rerank(rerank, FIGURES);
+
+pub(super) const JINA: Hosted = Hosted {
+    name: "jina",
+    endpoints: &[("/embeddings", &EMBEDDINGS), ("/rerank", &RERANK)],
 };
-
-const RERANK: Endpoint = Endpoint {
-    operation: "rerank",
-    check: rerank,
-    figures: FIGURES,
-    header_figures: &[],
-    stream: None,
-    output: None,
-    batch: None,
-};
-
-impl Dialect for Jina {
-    fn name(&self) -> &'static str {
-        "jina"
-    }
-
-    fn error_envelope(&self) -> super::Envelope {
-        super::Envelope::Flat {
-            message: "detail",
-            kind: None,
-        }
-    }
-
-    fn unreachable_hint(&self) -> &'static str {
-        super::HOSTED_HINT
-    }
-
-    fn endpoints(&self) -> super::Endpoints {
-        &[("/embeddings", &EMBEDDINGS), ("/rerank", &RERANK)]
-    }
-}
 
 /// `embedding_type` picks the form: floats, base64 of float32, or packed
 /// binary (8 dimensions per element).

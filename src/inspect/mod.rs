@@ -11,6 +11,7 @@
 mod anthropic;
 mod cohere;
 mod gemini;
+mod hosted;
 mod jina;
 mod ollama;
 mod openai;
@@ -43,9 +44,9 @@ const DIALECTS: &[&dyn Dialect] = &[
     &openai::OpenAi,
     &ollama::Ollama,
     &cohere::Cohere,
-    &jina::Jina,
+    &jina::JINA,
     &tei::Tei,
-    &voyage::Voyage,
+    &voyage::VOYAGE,
     &anthropic::Anthropic,
     &gemini::Gemini,
     &passthrough::Passthrough,
@@ -60,6 +61,10 @@ pub fn dialect(name: &str) -> Option<&'static dyn Dialect> {
 pub fn names() -> Vec<&'static str> {
     DIALECTS.iter().map(|d| d.name()).collect()
 }
+
+/// A payload check: the request and its response, a broken invariant or
+/// why it cannot be checked.
+pub(crate) type Check = fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>;
 
 /// A dialect's endpoint table: `(path suffix, endpoint)`, first match wins.
 pub type Endpoints = &'static [(&'static str, &'static Endpoint)];
@@ -215,7 +220,7 @@ pub struct Endpoint {
     /// says it: `chat`, `embeddings`, `rerank`, `generate_content`...
     pub(crate) operation: &'static str,
     /// Checks the payload against what the request asked for.
-    pub(crate) check: fn(&Object<'_>, &Response<'_>) -> Result<(), Fault>,
+    pub(crate) check: Check,
     /// The ancillary figures in the body.
     pub(crate) figures: &'static [Figure],
     /// The ancillary figures sent as response headers.

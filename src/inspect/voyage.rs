@@ -2,13 +2,11 @@
 //! element type) and `/v1/rerank` (results under `data`, documents echoed
 //! as strings).
 
-use super::{Dialect, Endpoint, Response};
-use crate::batch::{BatchSpec, Vectors};
+use super::hosted::{self, Hosted};
+use super::{Endpoint, Response};
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
-
-pub(super) struct Voyage;
 
 /// `usage` is required: the voyageai SDK reads `usage.total_tokens`.
 const FIGURES: &[Figure] = &[
@@ -16,49 +14,13 @@ const FIGURES: &[Figure] = &[
     Figure::count("/usage/total_tokens").tokens("total"),
 ];
 
-const EMBEDDINGS: Endpoint = Endpoint {
-    operation: "embeddings",
-    check: embeddings,
-    figures: FIGURES,
-    header_figures: &[],
-    stream: None,
-    output: None,
-    batch: Some(BatchSpec {
-        inputs: &["input"],
-        vectors: Vectors::OPENAI_DATA,
-    }),
+const EMBEDDINGS: Endpoint = hosted::embeddings(embeddings, FIGURES);
+const RERANK: Endpoint = hosted::rerank(rerank, FIGURES);
+
+pub(super) const VOYAGE: Hosted = Hosted {
+    name: "voyage",
+    endpoints: &[("/embeddings", &EMBEDDINGS), ("/rerank", &RERANK)],
 };
-
-const RERANK: Endpoint = Endpoint {
-    operation: "rerank",
-    check: rerank,
-    figures: FIGURES,
-    header_figures: &[],
-    stream: None,
-    output: None,
-    batch: None,
-};
-
-impl Dialect for Voyage {
-    fn name(&self) -> &'static str {
-        "voyage"
-    }
-
-    fn error_envelope(&self) -> super::Envelope {
-        super::Envelope::Flat {
-            message: "detail",
-            kind: None,
-        }
-    }
-
-    fn unreachable_hint(&self) -> &'static str {
-        super::HOSTED_HINT
-    }
-
-    fn endpoints(&self) -> super::Endpoints {
-        &[("/embeddings", &EMBEDDINGS), ("/rerank", &RERANK)]
-    }
-}
 
 /// With `encoding_format: "base64"`, a vector decodes to float32 (4 bytes a
 /// dimension) or one byte per element for the integer types; binary types
