@@ -18,7 +18,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const DIALECTS: [&str; 8] = [
+const DIALECTS: [&str; 9] = [
     "openai",
     "ollama",
     "cohere",
@@ -27,6 +27,7 @@ const DIALECTS: [&str; 8] = [
     "voyage",
     "anthropic",
     "gemini",
+    "bedrock",
 ];
 
 #[test]

@@ -378,7 +378,8 @@ mod tests {
                 "/jina",
                 "/voyage",
                 "/tei",
-                "/gemini"
+                "/gemini",
+                "/bedrock"
             ]
         );
         assert_eq!(config.server.listen, "127.0.0.1:8080");

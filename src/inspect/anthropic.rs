@@ -378,6 +378,7 @@ impl Dialect for Anthropic {
             defaults: &[("anthropic-version", "2023-06-01")],
             also: &[],
             query: None,
+            signed: &[],
         }
     }
 

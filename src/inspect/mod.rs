@@ -9,6 +9,7 @@
 //! and `figures` (ancillary figures).
 
 mod anthropic;
+mod bedrock;
 mod cohere;
 mod gemini;
 mod jina;
@@ -48,6 +49,7 @@ const DIALECTS: &[&dyn Dialect] = &[
     &voyage::Voyage,
     &anthropic::Anthropic,
     &gemini::Gemini,
+    &bedrock::Bedrock,
     &passthrough::Passthrough,
 ];
 
@@ -132,6 +134,10 @@ pub enum Envelope {
     /// `{"error": {"code": <status>, "message", "status", "details"}}`:
     /// Google's (`google.rpc.Status`).
     Google,
+    /// `{"message": "..."}` with the error's code in the
+    /// `x-amzn-ErrorType` header: AWS's JSON protocols' (Bedrock's), which
+    /// botocore and the JS SDK read into their exception's code and message.
+    Amazon,
 }
 
 /// How a provider takes its API key, as data: the header, the text before
@@ -150,6 +156,11 @@ pub struct CredentialSpec {
     /// removed when the route injects its own, so only one key reaches the
     /// provider.
     pub query: Option<&'static str>,
+    /// The headers of a client's own request signature (Bedrock's SigV4:
+    /// `X-Amz-Date`...), removed with its key when the route holds the
+    /// credential: the signature was not made for the upstream. Never read
+    /// as a client token.
+    pub signed: &'static [&'static str],
 }
 
 /// `Authorization: Bearer <key>`; Azure OpenAI's clients send `api-key`.
@@ -159,6 +170,7 @@ pub(crate) const BEARER: CredentialSpec = CredentialSpec {
     defaults: &[],
     also: &["api-key"],
     query: None,
+    signed: &[],
 };
 
 /// Every header any dialect takes a credential in: a client's own key is
@@ -168,7 +180,8 @@ pub(crate) fn credential_headers() -> &'static [HeaderName] {
         let mut names: Vec<HeaderName> = Vec::new();
         for dialect in DIALECTS {
             let spec = dialect.credential();
-            for header in std::iter::once(&spec.header).chain(spec.also) {
+            let named = std::iter::once(&spec.header).chain(spec.also);
+            for header in named.chain(spec.signed) {
                 let header = HeaderName::from_static(header);
                 if !names.contains(&header) {
                     names.push(header);
