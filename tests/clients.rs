@@ -486,3 +486,117 @@ async fn boto3_converse_through_probity() {
             .starts_with("/model/anthropic.claude-3-haiku-20240307-v1%3A0/"));
     }
 }
+
+/// A route with `aws_region` signs every request anew with SigV4 (service
+/// `bedrock`) and the AWS credentials of probity's environment: boto3
+/// signs with dummy ones, the upstream gets probity's signature, which
+/// botocore's own signer, run again over the received request, verifies
+/// (the session token included).
+#[tokio::test]
+async fn boto3_converse_on_a_sigv4_route_is_signed_by_probity() {
+    if !can_run(
+        "boto3_converse_on_a_sigv4_route_is_signed_by_probity",
+        &missing(&["boto3"]),
+        "python3 -m pip install boto3",
+    ) {
+        return;
+    }
+    let upstream = bedrock_upstream().await;
+    let aws = [
+        ("AWS_ACCESS_KEY_ID", "AKIAPROBITYTEST0001"),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            "probity/test/secret+key/0123456789abcdef",
+        ),
+        ("AWS_SESSION_TOKEN", "probity-session-token-0123"),
+    ];
+    let probity = Probity::start_with_env(
+        &config(
+            "",
+            &route(
+                "bedrock",
+                "/bedrock",
+                &upstream.url(),
+                "bedrock",
+                "aws_region = \"eu-west-3\"",
+            ),
+        ),
+        &aws,
+    );
+    let seen = client_script("bedrock.py", &[], probity.url("/bedrock")).await;
+    assert_eq!(seen[0]["text"], "Hello! How can I help you today?");
+    assert_eq!(seen[1]["usage"]["inputTokens"], serde_json::Value::Null);
+    assert_eq!(seen[2]["code"], "provider_invalid_response");
+
+    let requests = upstream.requests();
+    let recorded: Vec<serde_json::Value> = requests
+        .iter()
+        .map(|r| {
+            let headers: serde_json::Map<String, serde_json::Value> = r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().into()))
+                .collect();
+            serde_json::json!({
+                "method": r.method,
+                "url": format!("{}{}", upstream.url(), r.target),
+                "headers": headers,
+                "body": base64(&r.body),
+            })
+        })
+        .collect();
+    // The same request with one byte of its body changed: the check can fail.
+    let mut recorded = recorded;
+    let mut tampered = recorded[0].clone();
+    tampered["body"] = base64(&[&requests[0].body[..], b" "].concat()).into();
+    recorded.push(tampered);
+    let file = temp_path(".json");
+    std::fs::write(&file, serde_json::to_vec(&recorded).unwrap()).unwrap();
+    let verified = tokio::task::spawn_blocking(move || {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!(
+                "{}/tests/clients/sigv4_verify.py",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg(&file);
+        for (name, value) in aws {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&verified.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), requests.len() + 1);
+    assert!(requests.len() >= 3, "{}", requests.len());
+    assert_eq!(
+        lines[requests.len()]["valid"],
+        false,
+        "a changed body verifies"
+    );
+    for (line, request) in lines.iter().zip(&requests) {
+        assert_eq!(line["valid"], true, "{line} for {}", request.target);
+        assert_eq!(line["region"], "eu-west-3");
+        assert_eq!(line["service"], "bedrock");
+        assert_eq!(line["token"], "probity-session-token-0123");
+        let signed: Vec<&str> = line["signed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        for header in ["host", "x-amz-date", "content-type", "x-amz-security-token"] {
+            assert!(signed.contains(&header), "{header} unsigned: {signed:?}");
+        }
+        let authorization = request.header("authorization").unwrap();
+        assert!(
+            authorization.contains("Credential=AKIAPROBITYTEST0001/"),
+            "the client's dummy key reached the upstream: {authorization}"
+        );
+    }
+}

@@ -170,7 +170,7 @@ async fn exchange(
     };
     injected_panic("exchange", &record.request_id);
     let Some(endpoint) = endpoint else {
-        return passthrough(route, &parts, matched.rest, body, record).await;
+        return passthrough(route, &parts, matched.rest, body, record, shared).await;
     };
     let holder = Holder::of(record.client.as_deref(), address);
     *reserved = Some(shared.held.admit(&holder, &route.name)?);
@@ -248,9 +248,15 @@ async fn passthrough(
     rest: &str,
     body: Incoming,
     record: &mut RequestRecord,
+    shared: &Shared,
 ) -> Result<Response<Payload>, ProxyError> {
     let fault = ClientFault::default();
-    let body = UpstreamBody::Streaming(body, fault.clone());
+    let body = match route.upstream.signer {
+        // A signature covers the body's hash: it is read whole first
+        // (within max_request_bytes).
+        Some(_) => UpstreamBody::from(read_body(body, &client.headers, shared).await?),
+        None => UpstreamBody::Streaming(body, fault.clone()),
+    };
     let request =
         forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
             .map_err(cannot_build)?;
@@ -276,7 +282,7 @@ async fn passthrough(
 }
 
 /// An upstream request that cannot be built is probity's own fault.
-fn cannot_build(err: http::Error) -> ProxyError {
+fn cannot_build(err: forward::BuildError) -> ProxyError {
     ProxyError::Internal {
         what: format!("cannot build the upstream request ({err})"),
     }
