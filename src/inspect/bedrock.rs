@@ -7,10 +7,11 @@
 //! `ConverseOutput`, `ContentBlock`, `TokenUsage`, `ConverseMetrics`), as
 //! `aws-sdk-bedrockruntime` and botocore model them.
 
-use super::{CredentialSpec, Dialect, Endpoint, Response};
-use crate::contract::ToolSpec;
+use super::stream::{Event, EventCheck, Framing};
+use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
-use crate::figures::Figure;
+use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
+use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault};
 use crate::json::{Json, Kind, Object};
 use crate::violation::Violation;
@@ -37,6 +38,27 @@ const CONVERSE: Endpoint = Endpoint {
     figures: CONVERSE_FIGURES,
     header_figures: &[],
     stream: None,
+    output: Some(OUTPUT),
+    batch: None,
+};
+
+/// `converse-stream`: the endpoint itself streams, in AWS's binary event
+/// frames; no comments (the framing has none).
+const CONVERSE_STREAM: Endpoint = Endpoint {
+    operation: "chat",
+    check: converse,
+    figures: CONVERSE_FIGURES,
+    header_figures: &[],
+    stream: Some(StreamSpec {
+        asked: |_| true,
+        framing: Framing::EventStream,
+        comments: false,
+        start: |request| {
+            let tools = declared_tools(request).is_some();
+            Ok(Box::new(Events::new(forced_tool(request), tools)))
+        },
+        unread: || Box::new(Events::new(None, false)),
+    }),
     output: Some(OUTPUT),
     batch: None,
 };
@@ -267,6 +289,196 @@ fn converse_answer<'a>(request: &Object<'_>, response: &Object<'a>) -> Vec<Answe
     }]
 }
 
+/// A `converse-stream` answer, frame by frame, judged by `:event-type`:
+/// `metadata` carries the figures (its `usage` and `metrics` required, as
+/// in a whole answer); `contentBlockDelta`s carry text and tool-input
+/// fragments, gathered for the output contract; `messageStop` its
+/// `stopReason`. A frame that cannot be read breaks the stream; an
+/// exception frame passes as it came (the SDK raises it).
+struct Events {
+    forced: Option<String>,
+    /// The forced tool's block, once started.
+    forced_block: Option<u64>,
+    text: StreamedAnswer,
+    tool: StreamedAnswer,
+    calls: Option<StreamedCalls>,
+}
+
+impl Events {
+    fn new(forced: Option<String>, tools: bool) -> Self {
+        Self {
+            forced,
+            forced_block: None,
+            text: StreamedAnswer::default(),
+            tool: StreamedAnswer::default(),
+            calls: tools.then(StreamedCalls::default),
+        }
+    }
+
+    /// `contentBlockStart`: a `toolUse` block starts (text blocks have no
+    /// start event).
+    fn started(&mut self, body: &Object<'_>) -> Result<(), Violation> {
+        let index = block_index(body, "contentBlockStart")?;
+        let tool = body
+            .present("start")
+            .and_then(|s| s.object())
+            .and_then(|s| s.present("toolUse"))
+            .and_then(|t| t.object());
+        let Some(tool) = tool else {
+            return Ok(());
+        };
+        let name = contract::name_of(&tool);
+        if self.forced.is_some() && name == self.forced {
+            self.forced_block.get_or_insert(index);
+        } else if let Some(calls) = &mut self.calls {
+            calls.start(index, name, None);
+        }
+        Ok(())
+    }
+
+    /// `contentBlockDelta`: text, or a fragment of a tool's input (a
+    /// string on the wire).
+    fn delta(&mut self, body: &Object<'_>) -> Result<(), Violation> {
+        let index = block_index(body, "contentBlockDelta")?;
+        let Some(delta) = body.present("delta").and_then(|d| d.object()) else {
+            return Ok(());
+        };
+        if let Some(text) = delta.present("text").and_then(|t| t.string()) {
+            self.text.push(&text);
+        }
+        let Some(tool) = delta.present("toolUse").and_then(|t| t.object()) else {
+            return Ok(());
+        };
+        let input =
+            invariants::member(&tool, "input", Kind::String, "tool_arguments_type", &|| {
+                "contentBlockDelta.delta.toolUse.input".into()
+            })?;
+        let fragment = input.string().unwrap_or_default();
+        if self.forced_block == Some(index) {
+            self.tool.push(&fragment);
+        } else if let Some(calls) = &mut self.calls {
+            calls.append(index, &fragment);
+        }
+        Ok(())
+    }
+}
+
+fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
+    body.present("contentBlockIndex")
+        .and_then(|i| i.count())
+        .ok_or_else(|| {
+            invariants::violation(
+                "content_block_invalid",
+                format!("{name} has no contentBlockIndex"),
+            )
+        })
+}
+
+impl EventCheck for Events {
+    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+        if let Some(fault) = event.fault {
+            return Err(invariants::violation(
+                "event_stream_invalid",
+                fault.describe().into(),
+            ));
+        }
+        if event.exception.is_some() {
+            return Ok(None); // relayed: the SDK raises it
+        }
+        let (Some(data), Some(name)) = (event.data.as_deref(), event.name) else {
+            return Ok(None);
+        };
+        let known = [
+            "contentBlockStart",
+            "contentBlockDelta",
+            "messageStop",
+            "metadata",
+        ];
+        if !known.contains(&name) {
+            return Ok(None); // messageStart, contentBlockStop, and what comes next
+        }
+        let doc = super::openai::event_object(data)?;
+        let body = doc.object().unwrap_or_default();
+        match name {
+            "contentBlockStart" => self.started(&body).map(|()| None),
+            "contentBlockDelta" => self.delta(&body).map(|()| None),
+            "messageStop" => {
+                invariants::member(
+                    &body,
+                    "stopReason",
+                    Kind::String,
+                    "payload_missing",
+                    &|| "messageStop.stopReason".into(),
+                )?;
+                Ok(None)
+            }
+            _ => Ok(Some(figures::judge(data, &body, CONVERSE_FIGURES))),
+        }
+    }
+
+    /// probity's own exception frame: an `:exception-type` the SDKs know
+    /// (so boto3 and the JS SDK raise it with the payload's `message`),
+    /// the usual error object as its payload.
+    fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
+        let payload = serde_json::to_vec(error).unwrap_or_default();
+        super::eventstream::encode(
+            &[
+                (":exception-type", exception_type(error)),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ],
+            &payload,
+        )
+    }
+
+    fn ends(&self, event: &Event<'_>) -> bool {
+        event.name == Some("messageStop")
+    }
+
+    /// The stop reason, read right before the verdict.
+    fn closing(&mut self, event: &Event<'_>) {
+        let doc = event
+            .data
+            .as_deref()
+            .and_then(|d| crate::json::Document::parse(d).ok());
+        let reason = doc.as_ref().and_then(|d| d.object()).and_then(|o| {
+            o.get("stopReason")
+                .and_then(|s| s.string())
+                .map(|s| s.into_owned())
+        });
+        let (truncated, refusal) = stop(reason.as_deref());
+        for answer in [&mut self.text, &mut self.tool] {
+            answer.truncated |= truncated;
+            answer.refusal |= refusal;
+        }
+    }
+
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        Some(if self.forced_block.is_some() {
+            &self.tool
+        } else {
+            &self.text
+        })
+    }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.calls.as_ref()
+    }
+}
+
+/// The `:exception-type` of probity's exception frame, one of those the
+/// `ConverseStreamOutput` union names: `internalServerException` for
+/// probity's own fault, `serviceUnavailableException` for an upstream
+/// that stalled or dropped, `modelStreamErrorException` for the rest (a
+/// broken answer, one over the route's limit).
+fn exception_type(error: &serde_json::Value) -> &'static str {
+    match error.get("type").and_then(|t| t.as_str()) {
+        Some("internal_error") => "internalServerException",
+        Some("upstream_timeout" | "upstream_reset") => "serviceUnavailableException",
+        _ => "modelStreamErrorException",
+    }
+}
+
 /// The operation a path (as sent upstream) names: `converse` in
 /// `/model/{modelId}/converse`.
 fn operation(path: &str) -> Option<&str> {
@@ -309,6 +521,7 @@ impl Dialect for Bedrock {
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
         match operation(path)? {
             "converse" => Some(&CONVERSE),
+            "converse-stream" => Some(&CONVERSE_STREAM),
             _ => None,
         }
     }

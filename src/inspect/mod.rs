@@ -11,6 +11,7 @@
 mod anthropic;
 mod bedrock;
 mod cohere;
+pub(crate) mod eventstream;
 mod gemini;
 mod jina;
 mod ollama;

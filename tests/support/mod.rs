@@ -15,6 +15,7 @@
 
 mod base64;
 pub mod conformance;
+pub mod eventstream;
 pub mod fixtures;
 
 #[allow(unused_imports)] // not every test crate encodes vectors
