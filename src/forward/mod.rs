@@ -222,7 +222,7 @@ impl Credential {
             .split('&')
             .filter(|pair| {
                 let raw = pair.split_once('=').map_or(*pair, |(name, _)| name);
-                !percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
+                !crate::json::percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
             })
             .collect();
         if kept.len() == query.split('&').count() {
@@ -310,31 +310,6 @@ pub(crate) fn upstream_request(
         signer.sign(&mut request, &bytes)?;
     }
     Ok(request)
-}
-
-/// `%XX` escapes decoded (a query parameter's name, for comparison).
-fn percent_decoded(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while let Some(&byte) = bytes.get(at) {
-        let hex = bytes
-            .get(at + 1..at + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (byte, hex) {
-            (b'%', Some(decoded)) => {
-                out.push(decoded);
-                at += 3;
-            }
-            _ => {
-                out.push(byte);
-                at += 1;
-            }
-        }
-    }
-    out
 }
 
 /// The upstream's response, read whole or ready to relay. A whole 2xx

@@ -479,6 +479,194 @@ fn exception_type(error: &serde_json::Value) -> &'static str {
     }
 }
 
+/// InvokeModel's header figures (Bedrock's own, beside the model's body).
+const INVOKE_HEADERS: &[crate::figures::HeaderFigure] = &[
+    crate::header_figure!("x-amzn-bedrock-input-token-count"),
+    crate::header_figure!("x-amzn-bedrock-output-token-count"),
+    crate::header_figure!("x-amzn-bedrock-invocation-latency"),
+];
+
+/// `invoke` on Titan Text Embeddings v2.
+const INVOKE_TITAN: Endpoint = Endpoint {
+    operation: "embeddings",
+    check: titan_embed,
+    figures: &[Figure::count("/inputTextTokenCount").tokens("input")],
+    header_figures: INVOKE_HEADERS,
+    stream: None,
+    output: None,
+    batch: None,
+};
+
+/// `invoke` on Cohere Embed: Cohere's v1 embed shapes.
+const INVOKE_COHERE: Endpoint = Endpoint {
+    operation: "embeddings",
+    check: |request, response| super::cohere::embed(request, response, true),
+    figures: super::cohere::EMBED_FIGURES,
+    header_figures: INVOKE_HEADERS,
+    stream: None,
+    output: None,
+    batch: None,
+};
+
+/// `invoke` on an Anthropic model: a Messages body and answer.
+const INVOKE_ANTHROPIC: Endpoint = Endpoint {
+    operation: "chat",
+    check: super::anthropic::messages,
+    figures: super::anthropic::FIGURES,
+    header_figures: INVOKE_HEADERS,
+    stream: None,
+    output: Some(super::anthropic::OUTPUT),
+    batch: None,
+};
+
+/// The model families `invoke` is judged for, by the name a route's
+/// `model_families` maps an id to.
+pub(crate) const FAMILIES: &[&str] = &["titan-embed-text-v2", "cohere-embed", "anthropic"];
+
+fn family_endpoint(family: &str) -> Option<&'static Endpoint> {
+    match family {
+        "titan-embed-text-v2" => Some(&INVOKE_TITAN),
+        "cohere-embed" => Some(&INVOKE_COHERE),
+        "anthropic" => Some(&INVOKE_ANTHROPIC),
+        _ => None,
+    }
+}
+
+/// The family of a model id as the path carries it, percent-decoded
+/// (boto3 and the JS SDK send `:` as `%3A`, an ARN's `/` as `%2F`): a
+/// foundation model or inference-profile ARN names its model after its
+/// last `/`; a cross-region profile's `us.`, `eu.`, `apac.`... goes before
+/// the provider. `None`: a family probity does not judge, or an ARN that
+/// names no model (an application inference profile).
+pub(crate) fn family(model_id: &str) -> Option<&'static str> {
+    let id = model_id.rsplit('/').next().unwrap_or(model_id);
+    let id = match id.split_once('.') {
+        Some((region, rest)) if rest.contains('.') && !PROVIDERS.contains(&region) => rest,
+        _ => id,
+    };
+    if id.starts_with("amazon.titan-embed-text-v2") {
+        Some("titan-embed-text-v2")
+    } else if id.starts_with("cohere.embed-") {
+        Some("cohere-embed")
+    } else if id.starts_with("anthropic.") {
+        Some("anthropic")
+    } else {
+        None
+    }
+}
+
+/// The providers a Bedrock model id starts with (a cross-region profile
+/// puts a geography before one).
+const PROVIDERS: &[&str] = &[
+    "amazon",
+    "anthropic",
+    "cohere",
+    "meta",
+    "mistral",
+    "ai21",
+    "deepseek",
+    "writer",
+    "openai",
+    "qwen",
+    "twelvelabs",
+    "stability",
+    "luma",
+];
+
+/// The model id of a `/model/{modelId}/{operation}` path, percent-decoded.
+pub(crate) fn model_id(path: &str) -> Option<String> {
+    let (before, _operation) = path.rsplit_once('/')?;
+    let (model, id) = before.rsplit_once('/')?;
+    model.ends_with("/model").then(|| {
+        let decoded = crate::json::percent_decoded(id);
+        String::from_utf8_lossy(&decoded).into_owned()
+    })
+}
+
+/// The reason an `invoke` passes uninspected: its model's family is not
+/// one probity judges (and the route maps it to none).
+pub(crate) const FAMILY_UNKNOWN: &str = "model_family_unknown";
+
+/// Titan Text Embeddings v2: `embedding`, one finite vector (of
+/// `dimensions` when asked) unless `embeddingTypes` leaves `float` out;
+/// `embeddingsByType` holding each asked type (`binary` as 0/1 integers).
+fn titan_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+    let dimensions = invariants::optional_count(request, "dimensions")?;
+    let types: Option<Vec<String>> = match request.present("embeddingTypes") {
+        None => None,
+        Some(list) => Some(
+            list.array()
+                .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?
+                .iter()
+                .map(|t| t.string().map(|s| s.into_owned()))
+                .collect::<Option<_>>()
+                .ok_or(Fault::Uninspectable(invariants::REQUEST_SHAPE))?,
+        ),
+    };
+    let root = response.object()?;
+    let float = types
+        .as_ref()
+        .is_none_or(|t| t.iter().any(|t| t == "float"));
+    if float {
+        let embedding = root.present("embedding").ok_or_else(|| {
+            invariants::violation("payload_missing", "the response has no `embedding`".into())
+        })?;
+        titan_vector(embedding, invariants::Form::Float, dimensions, "embedding")?;
+    }
+    let Some(types) = types else {
+        return Ok(());
+    };
+    let by_type = root
+        .present("embeddingsByType")
+        .and_then(|e| e.object())
+        .ok_or_else(|| {
+            invariants::violation(
+                "payload_missing",
+                "embeddingTypes was asked and the response has no `embeddingsByType` object".into(),
+            )
+        })?;
+    for kind in &types {
+        let form = match kind.as_str() {
+            "float" => invariants::Form::Float,
+            "binary" => invariants::Form::Integer { min: 0, max: 1 },
+            _ => return Err(Fault::Uninspectable(invariants::REQUEST_SHAPE)),
+        };
+        let vector = by_type.present(kind).ok_or_else(|| {
+            invariants::violation(
+                "payload_missing",
+                format!("embeddingsByType has no `{kind}`, which was asked"),
+            )
+        })?;
+        titan_vector(
+            vector,
+            form,
+            dimensions,
+            &format!("embeddingsByType.{kind}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn titan_vector(
+    vector: Json<'_>,
+    form: invariants::Form,
+    dimensions: Option<usize>,
+    label: &str,
+) -> Result<(), Violation> {
+    let found = invariants::dimension(vector, form, &|| label.to_string())?;
+    match dimensions {
+        Some(asked) if asked != found => Err(invariants::violation(
+            "embedding_dimension_mismatch",
+            format!("expected {asked} dimensions as requested, {label} has {found}"),
+        )),
+        _ if found == 0 => Err(invariants::violation(
+            "embedding_dimension_mismatch",
+            format!("expected a non-empty embedding, {label} has 0 dimensions"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The operation a path (as sent upstream) names: `converse` in
 /// `/model/{modelId}/converse`.
 fn operation(path: &str) -> Option<&str> {
@@ -518,10 +706,27 @@ impl Dialect for Bedrock {
         super::HOSTED_HINT
     }
 
+    fn model(&self, path: &str) -> Option<String> {
+        model_id(path)
+    }
+
+    fn family(&self, name: &str) -> Option<&'static Endpoint> {
+        family_endpoint(name)
+    }
+
+    fn families(&self) -> &'static [&'static str] {
+        FAMILIES
+    }
+
+    fn unjudged(&self, path: &str) -> Option<&'static str> {
+        (operation(path)? == "invoke" && self.endpoint(path).is_none()).then_some(FAMILY_UNKNOWN)
+    }
+
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
         match operation(path)? {
             "converse" => Some(&CONVERSE),
             "converse-stream" => Some(&CONVERSE_STREAM),
+            "invoke" => family_endpoint(family(&model_id(path)?)?),
             _ => None,
         }
     }
@@ -530,6 +735,37 @@ impl Dialect for Bedrock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_family_is_read_from_the_decoded_id() {
+        let of = |path: &str| model_id(path).and_then(|id| family(&id));
+        assert_eq!(
+            of("/model/amazon.titan-embed-text-v2%3A0/invoke"),
+            Some("titan-embed-text-v2")
+        );
+        assert_eq!(
+            of("/model/cohere.embed-english-v3/invoke"),
+            Some("cohere-embed")
+        );
+        assert_eq!(
+            of("/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke"),
+            Some("anthropic")
+        );
+        assert_eq!(
+            of("/model/eu.cohere.embed-v4%3A0/invoke"),
+            Some("cohere-embed")
+        );
+        let arn = "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-sonnet-4-5-20250929-v1%3A0";
+        assert_eq!(of(&format!("/model/{arn}/invoke")), Some("anthropic"));
+        let app = "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3";
+        assert_eq!(of(&format!("/model/{app}/invoke")), None, "names no model");
+        assert_eq!(of("/model/amazon.titan-embed-text-v1/invoke"), None);
+        assert_eq!(of("/model/meta.llama3-8b-instruct-v1%3A0/invoke"), None);
+        assert_eq!(
+            model_id(&format!("/model/{arn}/invoke")).as_deref(),
+            Some("arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+        );
+    }
 
     #[test]
     fn the_operation_ends_a_model_path() {

@@ -111,6 +111,31 @@ pub trait Dialect: Send + Sync {
     fn realtime(&self, _path: &str) -> bool {
         false
     }
+
+    /// The model a path (as sent upstream) names, when the path carries
+    /// it (Bedrock's `/model/{modelId}/invoke`): what a route's
+    /// `model_families` is keyed by.
+    fn model(&self, _path: &str) -> Option<String> {
+        None
+    }
+
+    /// The endpoint of a model family a route's `model_families` names
+    /// (Bedrock's `invoke` bodies are each model's own).
+    fn family(&self, _name: &str) -> Option<&'static Endpoint> {
+        None
+    }
+
+    /// The family names [`Dialect::family`] knows.
+    fn families(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Why a POST to this path passes uninspected though the dialect
+    /// would judge its kind (an `invoke` of a model family probity does
+    /// not judge): counted on `probity_uninspected_total`.
+    fn unjudged(&self, _path: &str) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The shape of a provider's error body, as data; `error` maps probity's

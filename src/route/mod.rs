@@ -32,6 +32,22 @@ pub(crate) struct Route {
     pub(crate) retry_invalid: bool,
     /// Which of its exchanges are captured.
     pub(crate) capture: crate::config::CapturePolicy,
+    /// `model_families`: model ids mapped to the endpoint of their family.
+    pub(crate) families: Vec<(String, &'static inspect::Endpoint)>,
+}
+
+impl Route {
+    /// The endpoint a POST to `path` (as sent upstream) is, by the
+    /// dialect's table or the route's `model_families`.
+    pub(crate) fn endpoint(&self, path: &str) -> Option<&'static inspect::Endpoint> {
+        self.dialect.endpoint(path).or_else(|| {
+            let model = self.dialect.model(path)?;
+            self.families
+                .iter()
+                .find(|(id, _)| *id == model)
+                .map(|(_, endpoint)| *endpoint)
+        })
+    }
 }
 
 /// A configured route, as the admin page names it (never its credential).
@@ -130,6 +146,7 @@ impl RouteTable {
         let dialect =
             inspect::dialect(name).ok_or(("dialect", format!("unknown dialect \"{name}\"")))?;
         let signer = signer(route, env)?;
+        let families = families(route, dialect)?;
         let credential = match &route.api_key_env {
             None => None,
             Some(var) => match env(var) {
@@ -192,6 +209,7 @@ impl RouteTable {
                 mode: route.capture,
                 sample: route.capture_sample,
             },
+            families,
         })
     }
 
@@ -257,6 +275,31 @@ fn loopback(url: &UpstreamUrl) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A route's `model_families`, each family one its dialect judges.
+fn families(
+    route: &RouteConfig,
+    dialect: &'static dyn Dialect,
+) -> Result<Vec<(String, &'static inspect::Endpoint)>, (&'static str, String)> {
+    route
+        .model_families
+        .iter()
+        .map(|(id, name)| match dialect.family(name) {
+            Some(endpoint) => Ok((id.clone(), endpoint)),
+            None if dialect.families().is_empty() => Err((
+                "model_families",
+                format!("the {} dialect has no model families", dialect.name()),
+            )),
+            None => Err((
+                "model_families",
+                format!(
+                    "{id:?} = {name:?}: not a model family; one of {}",
+                    dialect.families().join(", ")
+                ),
+            )),
+        })
+        .collect()
 }
 
 /// The SigV4 signer of a route with `aws_region`, from the AWS variables.

@@ -164,12 +164,18 @@ async fn exchange(
     // The dialect's table decides by method: every POST it names, and the
     // few reads it names (a GET answering the same object as a POST).
     let endpoint = match parts.method {
-        Method::POST => route.dialect.endpoint(&path),
+        Method::POST => route.endpoint(&path),
         Method::GET => route.dialect.read(&path, parts.uri.query()),
         _ => None,
     };
     injected_panic("exchange", &record.request_id);
     let Some(endpoint) = endpoint else {
+        let unjudged = (parts.method == Method::POST)
+            .then(|| route.dialect.unjudged(&path))
+            .flatten();
+        if let Some(reason) = unjudged {
+            telemetry::uninspected(&route.name, &record.request_id, reason);
+        }
         return passthrough(route, &parts, matched.rest, body, record, shared).await;
     };
     let holder = Holder::of(record.client.as_deref(), address);
