@@ -218,3 +218,76 @@ async fn an_unknown_family_passes_uninspected_and_is_counted() {
         .await;
     assert_eq!(counted, Some(2.0));
 }
+
+/// boto3's `invoke_model` for Titan and Cohere embeddings through a route
+/// that holds a Bedrock API key: answered unchanged, a short vector raised
+/// as boto3's `ClientError` with probity's code and message.
+///
+/// (A probity client token cannot ride in boto3's Bedrock API key here:
+/// botocore refuses Bearer authorization to a plain-HTTP endpoint,
+/// `InvalidEndpointConfigurationError`; see the README.)
+#[tokio::test]
+async fn boto3_invoke_model_embeddings() {
+    let installed = std::process::Command::new("python3")
+        .args(["-c", "import boto3"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let missing: &[&str] = if installed { &[] } else { &["boto3"] };
+    if !can_run(
+        "boto3_invoke_model_embeddings",
+        missing,
+        "python3 -m pip install boto3",
+    ) {
+        return;
+    }
+    let upstream = Upstream::start(|request| {
+        let text = String::from_utf8_lossy(&request.body);
+        let body = if request.target.contains("cohere") {
+            r#"{"embeddings":[[0.1,0.2],[0.3,0.4]],"id":"e1","response_type":"embeddings_floats","texts":["a","b"]}"#
+        } else if text.contains("short") {
+            r#"{"embedding":[0.1,0.2],"inputTextTokenCount":2}"#
+        } else {
+            r#"{"embedding":[0.1,-0.2,0.3],"inputTextTokenCount":2}"#
+        };
+        Reply::json(200, body.to_string()).header("x-amzn-bedrock-invocation-latency", "212")
+    })
+    .await;
+    let probity = Probity::start_with_env(
+        &config(
+            "",
+            &route(
+                "bedrock",
+                "/bedrock",
+                &upstream.url(),
+                "bedrock",
+                "api_key_env = \"PROBITY_TEST_BEDROCK_KEY\"",
+            ),
+        ),
+        &[("PROBITY_TEST_BEDROCK_KEY", "bedrock-api-key-0123")],
+    );
+    let seen = client_script("bedrock_invoke.py", &[], probity.url("/bedrock")).await;
+    assert_eq!(
+        seen[0]["body"]["embedding"],
+        serde_json::json!([0.1, -0.2, 0.3]),
+        "{seen:?}"
+    );
+    assert_eq!(seen[0]["latency"], "212");
+    assert_eq!(seen[1]["code"], "provider_invalid_response", "{seen:?}");
+    assert_eq!(seen[1]["status"], 502);
+    assert!(seen[1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("embedding_dimension_mismatch"));
+    assert_eq!(
+        seen[2]["body"]["embeddings"][1],
+        serde_json::json!([0.3, 0.4]),
+        "{seen:?}"
+    );
+    for request in upstream.requests() {
+        assert_eq!(
+            request.header("authorization"),
+            Some("Bearer bedrock-api-key-0123")
+        );
+        assert_eq!(request.header("x-amz-date"), None);
+    }
+}
