@@ -15,6 +15,9 @@
 
 #[path = "../tests/it/support/base64.rs"]
 mod base64;
+#[path = "../tests/it/support/eventstream.rs"]
+#[expect(dead_code, reason = "the bench uses the encoder only")]
+mod eventstream;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -286,40 +289,75 @@ fn stream_inspection(c: &mut Criterion) {
         })
         .collect();
 
+    // The same answer as Anthropic's SSE and as Bedrock's binary frames.
+    let mut anthropic = String::from("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_bench\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+    let mut converse = eventstream::event(
+        "messageStart",
+        r#"{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ","role":"assistant"}"#,
+    );
+    for i in 0..EVENTS {
+        anthropic.push_str(&format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"token{i} \"}}}}\n\n"));
+        converse.extend(eventstream::event(
+            "contentBlockDelta",
+            &format!(r#"{{"contentBlockIndex":0,"delta":{{"text":"token{i} "}},"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"}}"#),
+        ));
+    }
+    anthropic.push_str("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":200}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    converse.extend(eventstream::event(
+        "contentBlockStop",
+        r#"{"contentBlockIndex":0,"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"}"#,
+    ));
+    converse.extend(eventstream::event(
+        "messageStop",
+        r#"{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGH","stopReason":"end_turn"}"#,
+    ));
+    converse.extend(eventstream::event("metadata", r#"{"metrics":{"latencyMs":412},"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN","usage":{"inputTokens":12,"outputTokens":200,"totalTokens":212}}"#));
+
     let mut group = c.benchmark_group("stream inspection (200 deltas)");
-    for (name, path, request, body) in [
+    let streams: [(&str, &str, &str, &str, Vec<u8>); 4] = [
+        (
+            "anthropic messages",
+            "anthropic",
+            "/v1/messages",
+            r#"{"model":"m","max_tokens":512,"stream":true,"messages":[]}"#,
+            anthropic.into_bytes(),
+        ),
+        (
+            "bedrock converse-stream",
+            "bedrock",
+            "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream",
+            r#"{"messages":[]}"#,
+            converse,
+        ),
         (
             "chat completions",
+            "openai",
             "/v1/chat/completions",
             r#"{"model":"m","stream":true,"messages":[]}"#,
-            chat,
+            chat.into_bytes(),
         ),
         (
             "responses",
+            "openai",
             "/v1/responses",
             r#"{"model":"m","stream":true,"input":"hi"}"#,
-            responses,
+            responses.into_bytes(),
         ),
-    ] {
-        let judged = probity::offline::judge(
-            &routes,
-            "openai",
-            path,
-            request.as_bytes(),
-            body.as_bytes(),
-            false,
-        )
-        .unwrap();
+    ];
+    for (name, route, path, request, body) in streams {
+        let judged =
+            probity::offline::judge(&routes, route, path, request.as_bytes(), &body, false)
+                .unwrap();
         assert_eq!(judged.outcome, "passed", "{name}");
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(name, |b| {
             b.iter(|| {
                 probity::offline::judge(
                     &routes,
-                    "openai",
+                    route,
                     path,
                     request.as_bytes(),
-                    black_box(body.as_bytes()),
+                    black_box(&body),
                     false,
                 )
             })

@@ -102,6 +102,9 @@ const RETRY_AFTER_SECONDS: &str = "1";
 /// Whether a client should retry: read by the openai and anthropic SDKs.
 pub(crate) const X_SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 
+/// The code of an AWS JSON-protocol error (Bedrock's).
+pub(crate) const X_AMZN_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
+
 /// Where an error is answered, and how.
 #[derive(Clone, Copy)]
 pub(crate) struct Answering<'a> {
@@ -348,6 +351,10 @@ impl ProxyError {
                 body.insert("request_id".into(), Value::from(request_id));
                 Value::Object(body)
             }
+            Envelope::Amazon => json!({
+                "message": message, "type": kind, "code": code,
+                "route": at.route, "request_id": request_id,
+            }),
             Envelope::Google => json!({"error": {
                 "code": self.status().as_u16(),
                 "message": message,
@@ -371,6 +378,11 @@ impl ProxyError {
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(X_REQUEST_ID, at.request_id.clone());
+        if at.envelope == Envelope::Amazon {
+            // botocore and the JS SDK take the error's code from here (its
+            // exception class name for AWS's own errors): probity's type.
+            headers.insert(X_AMZN_ERROR_TYPE, HeaderValue::from_static(self.kind()));
+        }
         match self {
             ProxyError::Request(
                 RequestError::Overloaded { .. }

@@ -289,6 +289,34 @@ fn check_event_rewrite(framing: Framing, raw: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// The event-stream splitter: the frames of a stream fed in pieces are
+/// those of the stream fed whole, they are its bytes, up to the first frame
+/// that cannot be read (where the stream is cut: that one may hold more
+/// or less of the rest, but is broken either way); a sound frame rewritten
+/// with nothing to null is the same bytes, and nulling a member of its
+/// payload changes that member alone, both CRCs made anew.
+fn check_frames(body: &[u8], cuts: &[u8]) -> Result<(), String> {
+    let framing = Framing::EventStream;
+    let broken = |event: &[u8]| stream::parse_event(framing, event).fault.is_some();
+    let judged = |events: Vec<Vec<u8>>| {
+        let sound: Vec<Vec<u8>> = events.iter().take_while(|e| !broken(e)).cloned().collect();
+        let cut = sound.len() < events.len();
+        (sound, cut)
+    };
+    let whole = judged(events_fed(framing, &[body])?);
+    let fed = judged(events_fed(framing, &pieces(body, cuts))?);
+    if whole != fed {
+        return Err(format!("event stream: in pieces {fed:?}, whole {whole:?}"));
+    }
+    if !body.starts_with(&whole.0.concat()) {
+        return Err("event stream: the frames are not the stream's bytes".into());
+    }
+    for event in &whole.0 {
+        check_event_rewrite(framing, event)?;
+    }
+    Ok(())
+}
+
 /// The splitter alone, in both framings: the events of a stream fed in
 /// pieces are the events of the stream fed whole, they are its bytes,
 /// and a rewrite of one changes only the nulled span.
@@ -308,6 +336,7 @@ fn check_splitter(body: &[u8], cuts: &[u8]) -> Result<(), String> {
             check_event_rewrite(framing, event)?;
         }
     }
+    check_frames(body, cuts)?;
     Ok(())
 }
 

@@ -71,15 +71,13 @@ pub fn judge(
         .named(route)
         .ok_or_else(|| OfflineError::UnknownRoute(route.to_string()))?;
     let upstream_path = route.upstream.path(path);
-    let endpoint =
-        route
-            .dialect
-            .endpoint(&upstream_path)
-            .ok_or_else(|| OfflineError::NotInspected {
-                route: route.name.to_string(),
-                path: upstream_path.clone(),
-                dialect: route.dialect.name(),
-            })?;
+    let endpoint = route
+        .endpoint(&upstream_path)
+        .ok_or_else(|| OfflineError::NotInspected {
+            route: route.name.to_string(),
+            path: upstream_path.clone(),
+            dialect: route.dialect.name(),
+        })?;
     let cache = SchemaCache::new(16);
     let contracts = Contracts {
         config: route.contract.as_ref(),

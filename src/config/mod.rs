@@ -238,6 +238,15 @@ pub struct RouteConfig {
     pub dialect: Option<String>,
     /// The environment variable holding the provider credential.
     pub api_key_env: Option<String>,
+    /// A `bedrock` route's AWS region: requests are signed with SigV4
+    /// (service `bedrock`) with the `AWS_*` credentials of probity's
+    /// environment, instead of an API key.
+    pub aws_region: Option<String>,
+    /// A `bedrock` route's model ids (as the path names them, decoded: an
+    /// application inference profile's ARN) mapped to the model family
+    /// whose `invoke` body they take: `anthropic`, `titan-embed-text-v2`,
+    /// `cohere-embed`.
+    pub model_families: std::collections::BTreeMap<String, String>,
     /// How long opening a connection to the upstream may take.
     pub connect_timeout_ms: u64,
     /// Whole response for a non-streaming call; first byte for a stream.
@@ -340,6 +349,8 @@ impl Default for RouteConfig {
             upstream: String::new(),
             dialect: None,
             api_key_env: None,
+            aws_region: None,
+            model_families: std::collections::BTreeMap::new(),
             connect_timeout_ms: 2_000,
             // The SDKs' own: openai and anthropic wait 600 s for a response
             // and 600 s between its bytes (google-genai, ollama, voyageai
@@ -378,7 +389,8 @@ mod tests {
                 "/jina",
                 "/voyage",
                 "/tei",
-                "/gemini"
+                "/gemini",
+                "/bedrock"
             ]
         );
         assert_eq!(config.server.listen, "127.0.0.1:8080");

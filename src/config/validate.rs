@@ -346,6 +346,37 @@ fn validate_clients(clients: &[super::ClientConfig], problems: &mut Vec<Problem>
 }
 
 impl RouteConfig {
+    /// `aws_region`: a region name, on a `bedrock` route, without
+    /// `api_key_env` (the route signs, or sends a key: one of the two).
+    fn validate_aws_region(&self, problem: &mut impl FnMut(&str, String)) {
+        let Some(region) = &self.aws_region else {
+            return;
+        };
+        let valid = !region.is_empty()
+            && region
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !valid {
+            problem(
+                "aws_region",
+                format!("{region:?} is not an AWS region name such as \"us-east-1\""),
+            );
+        } else if self.api_key_env.is_some() {
+            problem(
+                "aws_region",
+                "beside api_key_env: a route takes either a Bedrock API key (api_key_env) or \
+                 SigV4 signing with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (aws_region), \
+                 not both"
+                    .into(),
+            );
+        } else if self.dialect.as_deref() != Some("bedrock") {
+            problem(
+                "aws_region",
+                "signs for Amazon Bedrock only: set dialect = \"bedrock\", or remove it".into(),
+            );
+        }
+    }
+
     fn validate(&self, path: &str, dialects: &[&str], problems: &mut Vec<Problem>) {
         let mut problem = |key: &str, message: String| {
             problems.push(Problem::new(format!("{path}.{key}"), message));
@@ -402,6 +433,7 @@ impl RouteConfig {
             }
         }
 
+        self.validate_aws_region(&mut problem);
         if let Some(contract) = &self.contract {
             contract.validate(&mut |key: &str, message: String| {
                 problem(&format!("contract.{key}"), message);

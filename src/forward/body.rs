@@ -14,8 +14,9 @@ use hyper::body::Incoming;
 
 /// A request body on its way upstream.
 pub(crate) enum UpstreamBody {
-    /// Read whole before forwarding.
-    Whole(Full<Bytes>),
+    /// Read whole before forwarding (kept readable, so that a signer
+    /// signs the very bytes sent).
+    Whole(Full<Bytes>, Bytes),
     /// The client's body, relayed frame by frame.
     Streaming(Incoming, ClientFault),
 }
@@ -33,9 +34,19 @@ impl ClientFault {
     }
 }
 
+impl UpstreamBody {
+    /// The bytes of a body held whole.
+    pub(crate) fn whole(&self) -> Option<&Bytes> {
+        match self {
+            UpstreamBody::Whole(_, bytes) => Some(bytes),
+            UpstreamBody::Streaming(..) => None,
+        }
+    }
+}
+
 impl From<Bytes> for UpstreamBody {
     fn from(bytes: Bytes) -> Self {
-        UpstreamBody::Whole(Full::new(bytes))
+        UpstreamBody::Whole(Full::new(bytes.clone()), bytes)
     }
 }
 
@@ -48,7 +59,7 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match self.get_mut() {
-            UpstreamBody::Whole(full) => Pin::new(full)
+            UpstreamBody::Whole(full, _) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
             UpstreamBody::Streaming(incoming, fault) => {
@@ -63,14 +74,14 @@ impl Body for UpstreamBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
-            UpstreamBody::Whole(full) => full.is_end_stream(),
+            UpstreamBody::Whole(full, _) => full.is_end_stream(),
             UpstreamBody::Streaming(incoming, _) => incoming.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            UpstreamBody::Whole(full) => full.size_hint(),
+            UpstreamBody::Whole(full, _) => full.size_hint(),
             UpstreamBody::Streaming(incoming, _) => incoming.size_hint(),
         }
     }

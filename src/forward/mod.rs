@@ -13,6 +13,7 @@
 mod body;
 mod headers;
 mod relay;
+mod sigv4;
 mod upgrade;
 
 use std::borrow::Cow;
@@ -35,6 +36,7 @@ pub(crate) use body::{ClientFault, UpstreamBody};
 pub use headers::remove_hop_by_hop;
 pub(crate) use headers::X_REQUEST_ID;
 pub(crate) use relay::Relay;
+pub(crate) use sigv4::{SignError, Signer};
 pub(crate) use upgrade::{upgrade, Handshake};
 
 /// Why an upstream exchange failed. Each variant is one row of the error
@@ -97,6 +99,9 @@ pub(crate) struct Upstream {
     pub(crate) limits: Limits,
     /// The configured provider credential, when its variable was set.
     pub(crate) credential: Option<Credential>,
+    /// The SigV4 signer of a route with `aws_region`: every request is
+    /// signed anew over the bytes it carries.
+    pub(crate) signer: Option<Signer>,
     /// The remedy named in `upstream_unreachable` errors.
     pub(crate) hint: &'static str,
     /// The client of WebSocket tunnels (HTTP/1.1, unpooled), made on the
@@ -138,6 +143,7 @@ impl Upstream {
             client,
             limits,
             credential: None,
+            signer: None,
             hint,
             tunnels: std::sync::OnceLock::new(),
             connect_timeout,
@@ -216,7 +222,7 @@ impl Credential {
             .split('&')
             .filter(|pair| {
                 let raw = pair.split_once('=').map_or(*pair, |(name, _)| name);
-                !percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
+                !crate::json::percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
             })
             .collect();
         if kept.len() == query.split('&').count() {
@@ -239,15 +245,28 @@ impl Credential {
     }
 }
 
+/// Why an upstream request could not be built: probity's own fault.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BuildError {
+    #[error(transparent)]
+    Http(#[from] http::Error),
+    #[error(transparent)]
+    Sign(#[from] SignError),
+    /// A signing route's body was not held (a bug: the server holds it).
+    #[error("a SigV4 route's request body was not read whole before signing")]
+    Unsigned,
+}
+
 /// The upstream request for a client request, `rest` being its path after
-/// the route prefix.
+/// the route prefix; on a signing route, signed over `body`, which is then
+/// held whole.
 pub(crate) fn upstream_request(
     upstream: &Upstream,
     client: &request::Parts,
     rest: &str,
     body: UpstreamBody,
     request_id: &HeaderValue,
-) -> Result<Request<UpstreamBody>, http::Error> {
+) -> Result<Request<UpstreamBody>, BuildError> {
     let query = match &upstream.credential {
         Some(credential) => credential.query(client.uri.query()),
         None => client.uri.query().map(Cow::Borrowed),
@@ -268,6 +287,12 @@ pub(crate) fn upstream_request(
     if let Some(credential) = &upstream.credential {
         credential.apply(&mut headers);
     }
+    if upstream.signer.is_some() {
+        // The client's own key or signature is not for the upstream.
+        for name in crate::inspect::credential_headers() {
+            headers.remove(name);
+        }
+    }
     let mut request = Request::builder()
         .method(client.method.clone())
         .uri(uri)
@@ -276,32 +301,15 @@ pub(crate) fn upstream_request(
         .version(Version::HTTP_11)
         .body(body)?;
     *request.headers_mut() = headers;
-    Ok(request)
-}
-
-/// `%XX` escapes decoded (a query parameter's name, for comparison).
-fn percent_decoded(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while let Some(&byte) = bytes.get(at) {
-        let hex = bytes
-            .get(at + 1..at + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (byte, hex) {
-            (b'%', Some(decoded)) => {
-                out.push(decoded);
-                at += 3;
-            }
-            _ => {
-                out.push(byte);
-                at += 1;
-            }
-        }
+    if let Some(signer) = &upstream.signer {
+        let bytes = request
+            .body()
+            .whole()
+            .cloned()
+            .ok_or(BuildError::Unsigned)?;
+        signer.sign(&mut request, &bytes)?;
     }
-    out
+    Ok(request)
 }
 
 /// The upstream's response, read whole or ready to relay. A whole 2xx

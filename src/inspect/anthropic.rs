@@ -55,7 +55,7 @@ const MESSAGES: Endpoint = Endpoint {
 };
 
 /// A forced tool's `input` is the answer; without one, the text.
-const OUTPUT: OutputSpec = OutputSpec {
+pub(super) const OUTPUT: OutputSpec = OutputSpec {
     task: "anthropic_messages",
     requested: forced_tool_schema,
     prompt: super::openai::last_user_message,
@@ -378,6 +378,7 @@ impl Dialect for Anthropic {
             defaults: &[("anthropic-version", "2023-06-01")],
             also: &[],
             query: None,
+            signed: &[],
         }
     }
 
@@ -395,7 +396,7 @@ impl Dialect for Anthropic {
 }
 
 /// `content` is an array of typed blocks, and the `role` is `assistant`.
-fn messages(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
+pub(super) fn messages(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     let root = response.object()?;
     let content = invariants::member(root, "content", Kind::Array, "payload_missing", &|| {
         "content".into()

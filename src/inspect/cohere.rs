@@ -19,7 +19,7 @@ const COHERE_VECTORS: Vectors = Vectors {
 
 pub(super) struct Cohere;
 
-const EMBED_FIGURES: &[Figure] = &[
+pub(super) const EMBED_FIGURES: &[Figure] = &[
     Figure::id("/id"),
     Figure::number("/meta/billed_units/input_tokens").tokens("billed_input"),
     Figure::number("/meta/billed_units/images"),
@@ -97,7 +97,7 @@ impl Dialect for Cohere {
 /// One vector per text (or image, or v2 input) for each requested embedding
 /// type. v1 without `embedding_types` answers a plain `float[][]`
 /// (`embeddings_floats`); otherwise `embeddings` is keyed by type.
-fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> Result<(), Fault> {
+pub(super) fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> Result<(), Fault> {
     let count = ["texts", "images", "inputs"]
         .iter()
         .find_map(|key| {

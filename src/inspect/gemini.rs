@@ -247,6 +247,7 @@ impl Dialect for Gemini {
             defaults: &[],
             also: &[],
             query: Some("key"),
+            signed: &[],
         }
     }
 

@@ -9,7 +9,9 @@
 //! and `figures` (ancillary figures).
 
 mod anthropic;
+mod bedrock;
 mod cohere;
+pub(crate) mod eventstream;
 mod gemini;
 mod hosted;
 mod jina;
@@ -49,6 +51,7 @@ const DIALECTS: &[&dyn Dialect] = &[
     &voyage::VOYAGE,
     &anthropic::Anthropic,
     &gemini::Gemini,
+    &bedrock::Bedrock,
     &passthrough::Passthrough,
 ];
 
@@ -133,6 +136,31 @@ pub trait Dialect: Send + Sync {
     fn realtime(&self, _path: &str) -> bool {
         false
     }
+
+    /// The model a path (as sent upstream) names, when the path carries
+    /// it (Bedrock's `/model/{modelId}/invoke`): what a route's
+    /// `model_families` is keyed by.
+    fn model(&self, _path: &str) -> Option<String> {
+        None
+    }
+
+    /// The endpoint of a model family a route's `model_families` names
+    /// (Bedrock's `invoke` bodies are each model's own).
+    fn family(&self, _name: &str) -> Option<&'static Endpoint> {
+        None
+    }
+
+    /// The family names [`Dialect::family`] knows.
+    fn families(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Why a POST to this path passes uninspected though the dialect
+    /// would judge its kind (an `invoke` of a model family probity does
+    /// not judge): counted on `probity_uninspected_total`.
+    fn unjudged(&self, _path: &str) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The shape of a provider's error body, as data; `error` maps probity's
@@ -157,6 +185,10 @@ pub enum Envelope {
     /// `{"error": {"code": <status>, "message", "status", "details"}}`:
     /// Google's (`google.rpc.Status`).
     Google,
+    /// `{"message": "..."}` with the error's code in the
+    /// `x-amzn-ErrorType` header: AWS's JSON protocols' (Bedrock's), which
+    /// botocore and the JS SDK read into their exception's code and message.
+    Amazon,
 }
 
 /// How a provider takes its API key, as data: the header, the text before
@@ -175,6 +207,11 @@ pub struct CredentialSpec {
     /// removed when the route injects its own, so only one key reaches the
     /// provider.
     pub query: Option<&'static str>,
+    /// The headers of a client's own request signature (Bedrock's SigV4:
+    /// `X-Amz-Date`...), removed with its key when the route holds the
+    /// credential: the signature was not made for the upstream. Never read
+    /// as a client token.
+    pub signed: &'static [&'static str],
 }
 
 /// `Authorization: Bearer <key>`; Azure OpenAI's clients send `api-key`.
@@ -184,6 +221,7 @@ pub(crate) const BEARER: CredentialSpec = CredentialSpec {
     defaults: &[],
     also: &["api-key"],
     query: None,
+    signed: &[],
 };
 
 /// Every header any dialect takes a credential in: a client's own key is
@@ -193,7 +231,8 @@ pub(crate) fn credential_headers() -> &'static [HeaderName] {
         let mut names: Vec<HeaderName> = Vec::new();
         for dialect in DIALECTS {
             let spec = dialect.credential();
-            for header in std::iter::once(&spec.header).chain(spec.also) {
+            let named = std::iter::once(&spec.header).chain(spec.also);
+            for header in named.chain(spec.signed) {
                 let header = HeaderName::from_static(header);
                 if !names.contains(&header) {
                     names.push(header);

@@ -1,4 +1,5 @@
-//! Streams, event by event: framing (SSE and NDJSON), and the per-dialect
+//! Streams, event by event: framing (SSE, NDJSON and AWS's binary event
+//! stream, `eventstream`), and the per-dialect
 //! [`EventCheck`] that judges each complete event as it passes.
 //!
 //! The splitter works like mini-redis's frame parser: given the bytes so far,
@@ -9,6 +10,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use super::eventstream::{self, FrameFault};
 use crate::contract::{StreamedAnswer, StreamedCalls};
 use crate::figures::Judgement;
 use crate::invariants;
@@ -23,6 +25,9 @@ pub(crate) enum Framing {
     Sse,
     /// One JSON document per line.
     Ndjson,
+    /// AWS's binary frames (`application/vnd.amazon.eventstream`): an
+    /// event is a frame, named by its `:event-type` header.
+    EventStream,
 }
 
 /// One complete event.
@@ -30,11 +35,16 @@ pub(crate) enum Framing {
 pub(crate) struct Event<'a> {
     /// The event's bytes as received, terminator included.
     pub(crate) raw: &'a [u8],
-    /// SSE: the `event:` field.
+    /// SSE: the `event:` field; an event-stream frame: `:event-type`.
     pub(crate) name: Option<&'a str>,
     /// The payload: SSE `data:` lines joined with `\n` (`None` when there is
-    /// no data line: a comment or keep-alive); NDJSON: the line.
+    /// no data line: a comment or keep-alive); NDJSON: the line; an
+    /// event-stream frame: its payload.
     pub(crate) data: Option<Cow<'a, [u8]>>,
+    /// An event-stream frame that cannot be read: the stream is broken.
+    pub(crate) fault: Option<FrameFault>,
+    /// An event-stream exception frame: its `:exception-type`.
+    pub(crate) exception: Option<&'a str>,
 }
 
 /// Finds the next complete event at the start of `buffer`: its length, or
@@ -43,6 +53,8 @@ pub(crate) struct Event<'a> {
 pub(crate) fn next_event(framing: Framing, buffer: &[u8], at_end: bool) -> Option<usize> {
     match framing {
         Framing::Ndjson => buffer.iter().position(|b| *b == b'\n').map(|i| i + 1),
+        // A cut frame at the end is the caller's rest, judged as a final event.
+        Framing::EventStream => eventstream::next_frame(buffer),
         Framing::Sse => {
             // Lines end in \r\n, \n or \r; an empty line ends the event.
             let mut line_start = 0;
@@ -126,8 +138,29 @@ pub(crate) fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
                 raw,
                 name: None,
                 data: (!blank).then_some(Cow::Borrowed(line)),
+                fault: None,
+                exception: None,
             }
         }
+        Framing::EventStream => match eventstream::decode(raw) {
+            Ok(frame) => {
+                let exception = frame.text(":message-type") == Some("exception");
+                Event {
+                    raw,
+                    name: frame.text(":event-type"),
+                    data: Some(Cow::Borrowed(frame.payload)),
+                    fault: None,
+                    exception: exception.then(|| frame.text(":exception-type").unwrap_or("")),
+                }
+            }
+            Err(fault) => Event {
+                raw,
+                name: None,
+                data: None,
+                fault: Some(fault),
+                exception: None,
+            },
+        },
         Framing::Sse => {
             let mut name = None;
             let mut data: Option<Cow<'_, [u8]>> = None;
@@ -152,7 +185,13 @@ pub(crate) fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
                     _ => {}
                 }
             }
-            Event { raw, name, data }
+            Event {
+                raw,
+                name,
+                data,
+                fault: None,
+                exception: None,
+            }
         }
     }
 }
@@ -171,6 +210,9 @@ pub(crate) fn rewrite(
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len() + 64);
     let mut replacements: Vec<(Range<usize>, &[u8])> = match framing {
+        // A frame has no comments; its payload is spliced and the frame
+        // made anew around its very header bytes.
+        Framing::EventStream => return eventstream::rewrite(raw, nulls),
         // The line's data starts at its first byte.
         Framing::Ndjson => nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect(),
         Framing::Sse => {
@@ -241,6 +283,16 @@ pub(crate) fn write_event(
         Framing::Ndjson => {
             out.extend_from_slice(data);
             out.push(b'\n');
+        }
+        // An event frame; a dialect's error frame is its own (exceptions
+        // carry more headers: `eventstream::encode`).
+        Framing::EventStream => {
+            let headers = [
+                (":event-type", name.unwrap_or_default()),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ];
+            out = eventstream::encode(&headers, data);
         }
         Framing::Sse => {
             if let Some(comment) = comment {

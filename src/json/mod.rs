@@ -421,6 +421,32 @@ impl<'a> Object<'a> {
     }
 }
 
+/// `%XX` escapes decoded (a query parameter's name, for comparison; a
+/// Bedrock model id in a path).
+pub(crate) fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (byte, hex) {
+            (b'%', Some(decoded)) => {
+                out.push(decoded);
+                at += 3;
+            }
+            _ => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    out
+}
+
 // ---------------------------------------------------------------- splicing
 
 /// Replaces each range of `body` with `null`; the rest is copied as is.

@@ -32,6 +32,22 @@ pub(crate) struct Route {
     pub(crate) retry_invalid: bool,
     /// Which of its exchanges are captured.
     pub(crate) capture: crate::config::CapturePolicy,
+    /// `model_families`: model ids mapped to the endpoint of their family.
+    pub(crate) families: Vec<(String, &'static inspect::Endpoint)>,
+}
+
+impl Route {
+    /// The endpoint a POST to `path` (as sent upstream) is, by the
+    /// dialect's table or the route's `model_families`.
+    pub(crate) fn endpoint(&self, path: &str) -> Option<&'static inspect::Endpoint> {
+        self.dialect.endpoint(path).or_else(|| {
+            let model = self.dialect.model(path)?;
+            self.families
+                .iter()
+                .find(|(id, _)| *id == model)
+                .map(|(_, endpoint)| *endpoint)
+        })
+    }
 }
 
 /// A configured route, as the admin page names it (never its credential).
@@ -103,7 +119,7 @@ impl RouteTable {
         }
         let passing: Vec<&str> = routes
             .iter()
-            .filter(|r| r.upstream.credential.is_none())
+            .filter(|r| r.upstream.credential.is_none() && r.upstream.signer.is_none())
             .map(|r| &*r.name)
             .collect();
         if !passing.is_empty() {
@@ -129,6 +145,8 @@ impl RouteTable {
         let name = route.dialect.as_deref().unwrap_or_default();
         let dialect =
             inspect::dialect(name).ok_or(("dialect", format!("unknown dialect \"{name}\"")))?;
+        let signer = signer(route, env)?;
+        let families = families(route, dialect)?;
         let credential = match &route.api_key_env {
             None => None,
             Some(var) => match env(var) {
@@ -150,7 +168,10 @@ impl RouteTable {
                 None => None,
             },
         };
-        if credential.is_some() && url.scheme == http::uri::Scheme::HTTP && !loopback(&url) {
+        if (credential.is_some() || signer.is_some())
+            && url.scheme == http::uri::Scheme::HTTP
+            && !loopback(&url)
+        {
             tracing::warn!(
                 route = %route.name,
                 upstream = %route.upstream,
@@ -171,6 +192,7 @@ impl RouteTable {
             dialect.unreachable_hint(),
         );
         upstream.credential = credential;
+        upstream.signer = signer;
         Ok(Route {
             name: route.name.as_str().into(),
             prefix: route.prefix.clone(),
@@ -187,6 +209,7 @@ impl RouteTable {
                 mode: route.capture,
                 sample: route.capture_sample,
             },
+            families,
         })
     }
 
@@ -252,6 +275,51 @@ fn loopback(url: &UpstreamUrl) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A route's `model_families`, each family one its dialect judges.
+fn families(
+    route: &RouteConfig,
+    dialect: &'static dyn Dialect,
+) -> Result<Vec<(String, &'static inspect::Endpoint)>, (&'static str, String)> {
+    route
+        .model_families
+        .iter()
+        .map(|(id, name)| match dialect.family(name) {
+            Some(endpoint) => Ok((id.clone(), endpoint)),
+            None if dialect.families().is_empty() => Err((
+                "model_families",
+                format!("the {} dialect has no model families", dialect.name()),
+            )),
+            None => Err((
+                "model_families",
+                format!(
+                    "{id:?} = {name:?}: not a model family; one of {}",
+                    dialect.families().join(", ")
+                ),
+            )),
+        })
+        .collect()
+}
+
+/// The SigV4 signer of a route with `aws_region`, from the AWS variables.
+fn signer(
+    route: &RouteConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::forward::Signer>, (&'static str, String)> {
+    let Some(region) = &route.aws_region else {
+        return Ok(None);
+    };
+    crate::forward::Signer::from_env(region, "bedrock", env)
+        .map(Some)
+        .map_err(|missing| {
+            let why = format!(
+                "SigV4 signing needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in probity's \
+                 environment ({} unset or empty; AWS_SESSION_TOKEN is optional)",
+                missing.join(" and ")
+            );
+            ("aws_region", why)
+        })
 }
 
 /// The credential a route injects, presented as its dialect takes it.
@@ -321,6 +389,62 @@ mod tests {
         let t = table(&["/b", "/a"]);
         let err = t.find("/c").err().unwrap();
         assert_eq!(err.prefixes, ["/a", "/b"]);
+    }
+
+    #[test]
+    fn a_sigv4_route_needs_the_aws_variables_and_no_api_key() {
+        let text = |extra: &str| {
+            format!(
+                "[[routes]]\nname = \"b\"\nprefix = \"/b\"\nupstream = \"https://bedrock-runtime.us-east-1.amazonaws.com\"\ndialect = \"bedrock\"\n{extra}\n"
+            )
+        };
+        let config = load(
+            &text("aws_region = \"us-east-1\""),
+            &crate::inspect::names(),
+        )
+        .unwrap();
+        let err = RouteTable::build(&config, |_| None).err().unwrap();
+        assert_eq!(err.0[0].path, "routes[0].aws_region");
+        let message = &err.0[0].message;
+        assert!(
+            message.contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY unset"),
+            "{message}"
+        );
+        let only_key = |var: &str| (var == "AWS_ACCESS_KEY_ID").then(|| "AKID".to_string());
+        let err = RouteTable::build(&config, only_key).err().unwrap();
+        assert!(
+            err.0[0].message.contains("(AWS_SECRET_ACCESS_KEY unset"),
+            "{}",
+            err.0[0].message
+        );
+        let both = |var: &str| var.starts_with("AWS_").then(|| "x".to_string());
+        let table = RouteTable::build(&config, both).unwrap();
+        assert!(table.named("b").unwrap().upstream.signer.is_some());
+
+        let both_ways =
+            text("aws_region = \"us-east-1\"\napi_key_env = \"AWS_BEARER_TOKEN_BEDROCK\"");
+        let err = load(&both_ways, &crate::inspect::names()).err().unwrap();
+        assert_eq!(err.0[0].path, "routes[0].aws_region");
+        assert!(
+            err.0[0].message.contains("not both"),
+            "{}",
+            err.0[0].message
+        );
+        let openai = text("aws_region = \"us-east-1\"").replace("\"bedrock\"", "\"openai\"");
+        let err = load(&openai, &crate::inspect::names()).err().unwrap();
+        assert!(
+            err.0[0].message.contains("Bedrock only"),
+            "{}",
+            err.0[0].message
+        );
+        let err = load(&text("aws_region = \"US East\""), &crate::inspect::names())
+            .err()
+            .unwrap();
+        assert!(
+            err.0[0].message.contains("not an AWS region"),
+            "{}",
+            err.0[0].message
+        );
     }
 
     #[test]

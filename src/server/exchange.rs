@@ -163,7 +163,9 @@ async fn exchange(
     let asked = (upgrade, body, address, &mut *reserved);
     let inspect = match plan(shared, route, &parts, &path, asked, record).await? {
         Plan::Tunnel(asked) => return tunnel::open(route, &parts, rest, asked, record).await,
-        Plan::Passthrough(body) => return passthrough(route, &parts, rest, body, record).await,
+        Plan::Passthrough(body) => {
+            return passthrough(route, &parts, rest, body, record, shared).await
+        }
         Plan::Chunked(inspect, spec, bodies) => {
             let call = Call::new(
                 shared,
@@ -215,12 +217,20 @@ async fn plan<'a>(
     // The dialect's table decides by method: every POST it names, and the
     // few reads it names (a GET answering the same object as a POST).
     let endpoint = match parts.method {
-        Method::POST => route.dialect.endpoint(path),
+        Method::POST => route.endpoint(path),
         Method::GET => route.dialect.read(path, parts.uri.query()),
         _ => None,
     };
     injected_panic("exchange", &record.request_id);
     let Some(endpoint) = endpoint else {
+        // A POST the dialect knows but cannot judge (a Bedrock model of
+        // no known family) is counted as such.
+        let unjudged = (parts.method == Method::POST)
+            .then(|| route.dialect.unjudged(path))
+            .flatten();
+        if let Some(reason) = unjudged {
+            telemetry::uninspected(&route.name, &record.request_id, reason);
+        }
         return Ok(Plan::Passthrough(body));
     };
     let holder = Holder::of(record.client.as_deref(), address);
@@ -305,9 +315,15 @@ async fn passthrough(
     rest: &str,
     body: Incoming,
     record: &mut RequestRecord,
+    shared: &Shared,
 ) -> Result<Response<Payload>, ProxyError> {
     let fault = ClientFault::default();
-    let body = UpstreamBody::Streaming(body, fault.clone());
+    let body = match route.upstream.signer {
+        // A signature covers the body's hash: it is read whole first
+        // (within max_request_bytes).
+        Some(_) => UpstreamBody::from(read_body(body, &client.headers, shared).await?),
+        None => UpstreamBody::Streaming(body, fault.clone()),
+    };
     let request =
         forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
             .map_err(cannot_build)?;

@@ -11,7 +11,7 @@ use super::body::Payload;
 use super::finish::Findings;
 use crate::error::ProxyError;
 use crate::figures;
-use crate::forward::{remove_hop_by_hop, X_REQUEST_ID};
+use crate::forward::{self, remove_hop_by_hop, X_REQUEST_ID};
 use crate::telemetry::{self, RequestRecord};
 
 /// Lists the JSON pointers of the figures a response had nulled.
@@ -66,7 +66,7 @@ pub(super) fn error_response(err: &ProxyError, record: &RequestRecord) -> Respon
 }
 
 /// An upstream request that cannot be built is probity's own fault.
-pub(super) fn cannot_build(err: http::Error) -> ProxyError {
+pub(super) fn cannot_build(err: forward::BuildError) -> ProxyError {
     ProxyError::Internal {
         what: format!("cannot build the upstream request ({err})"),
     }

@@ -2,6 +2,7 @@
 //! be one the SDK accepts, and a rejected one an error it reports.
 
 use crate::support::*;
+use std::process::Command;
 
 /// How the SDKs are installed.
 const PIP: &str = "python3 -m pip install openai anthropic ollama google-genai";
@@ -352,4 +353,223 @@ async fn the_google_genai_sdk_accepts_sound_and_normalized_answers() {
     assert!(requests
         .iter()
         .all(|r| r.header("x-goog-api-key") == Some("unused")));
+}
+
+/// A fake Bedrock Runtime: `converse` answers sound, with a malformed
+/// `inputTokens` when the prompt says "malformed", and without
+/// `output.message` (a payload fault) when it says "broken".
+async fn bedrock_upstream() -> Upstream {
+    Upstream::start(|request| {
+        let text = String::from_utf8_lossy(&request.body);
+        let target = request.target.as_str();
+        if !target.ends_with("/converse") {
+            return Reply::json(404, format!(r#"{{"message": "no {target}"}}"#))
+                .header("x-amzn-errortype", "UnknownOperationException");
+        }
+        let input = if text.contains("malformed") { r#""12""# } else { "12" };
+        let output = if text.contains("broken") {
+            r#"{"message": null}"#
+        } else {
+            r#"{"message": {"role": "assistant", "content": [{"text": "Hello! How can I help you today?"}]}}"#
+        };
+        Reply::json(
+            200,
+            format!(
+                r#"{{"output": {output}, "stopReason": "end_turn", "usage": {{"inputTokens": {input}, "outputTokens": 9, "totalTokens": 21}}, "metrics": {{"latencyMs": 412}}}}"#
+            ),
+        )
+    })
+    .await
+}
+
+/// boto3's `bedrock-runtime` `converse` through probity, with dummy AWS
+/// credentials and `endpoint_url` at probity, on a route that holds a
+/// Bedrock API key: the upstream gets that key and none of the client's
+/// signature; a sound answer reaches the app unchanged, a malformed count
+/// as absent, a broken answer as the `ClientError` boto3 raises for any AWS
+/// error, with probity's code and message, after as many attempts as the
+/// retry mode makes (none with `total_max_attempts = 1`).
+#[tokio::test]
+async fn boto3_converse_through_probity() {
+    if !can_run(
+        "boto3_converse_through_probity",
+        &missing_python(&["boto3"]),
+        "python3 -m pip install boto3",
+    ) {
+        return;
+    }
+    let upstream = bedrock_upstream().await;
+    let probity = Probity::start_with_env(
+        &config(
+            "",
+            &route(
+                "bedrock",
+                "/bedrock",
+                &upstream.url(),
+                "bedrock",
+                "api_key_env = \"PROBITY_TEST_BEDROCK_KEY\"",
+            ),
+        ),
+        &[("PROBITY_TEST_BEDROCK_KEY", "bedrock-api-key-0123")],
+    );
+    let seen = client_script("bedrock.py", &[], probity.url("/bedrock")).await;
+    let hello = "Hello! How can I help you today?";
+    assert_eq!(
+        seen[0],
+        serde_json::json!({"text": hello, "stop": "end_turn", "usage": {"inputTokens": 12, "outputTokens": 9, "totalTokens": 21}, "latency": 412})
+    );
+    assert_eq!(
+        seen[1],
+        serde_json::json!({"text": hello, "stop": "end_turn", "usage": {"inputTokens": null, "outputTokens": 9, "totalTokens": 21}, "latency": 412}),
+        "a malformed count reads as absent"
+    );
+    let requests = upstream.requests();
+    let attempts = |label: &str| {
+        requests
+            .iter()
+            .filter(|r| String::from_utf8_lossy(&r.body).contains(&format!("broken, {label}")))
+            .count()
+    };
+    for (i, (label, tries)) in [("off", 1), ("legacy", 5), ("standard", 3)]
+        .into_iter()
+        .enumerate()
+    {
+        let error = &seen[2 + i];
+        assert_eq!(error["code"], "provider_invalid_response", "{error}");
+        assert_eq!(error["status"], 502, "{error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("payload_missing"), "{message}");
+        assert_eq!(attempts(label), tries, "retries {label}: {error}");
+        assert_eq!(error["attempts"], tries - 1, "{error}");
+    }
+    for request in &requests {
+        assert_eq!(
+            request.header("authorization"),
+            Some("Bearer bedrock-api-key-0123")
+        );
+        for signed in ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"] {
+            assert_eq!(
+                request.header(signed),
+                None,
+                "{signed} reached the upstream"
+            );
+        }
+        assert!(request
+            .target
+            .starts_with("/model/anthropic.claude-3-haiku-20240307-v1%3A0/"));
+    }
+}
+
+/// A route with `aws_region` signs every request anew with SigV4 (service
+/// `bedrock`) and the AWS credentials of probity's environment: boto3
+/// signs with dummy ones, the upstream gets probity's signature, which
+/// botocore's own signer, run again over the received request, verifies
+/// (the session token included).
+#[tokio::test]
+async fn boto3_converse_on_a_sigv4_route_is_signed_by_probity() {
+    if !can_run(
+        "boto3_converse_on_a_sigv4_route_is_signed_by_probity",
+        &missing_python(&["boto3"]),
+        "python3 -m pip install boto3",
+    ) {
+        return;
+    }
+    let upstream = bedrock_upstream().await;
+    let aws = [
+        ("AWS_ACCESS_KEY_ID", "AKIAPROBITYTEST0001"),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            "probity/test/secret+key/0123456789abcdef",
+        ),
+        ("AWS_SESSION_TOKEN", "probity-session-token-0123"),
+    ];
+    let probity = Probity::start_with_env(
+        &config(
+            "",
+            &route(
+                "bedrock",
+                "/bedrock",
+                &upstream.url(),
+                "bedrock",
+                "aws_region = \"eu-west-3\"",
+            ),
+        ),
+        &aws,
+    );
+    let seen = client_script("bedrock.py", &[], probity.url("/bedrock")).await;
+    assert_eq!(seen[0]["text"], "Hello! How can I help you today?");
+    assert_eq!(seen[1]["usage"]["inputTokens"], serde_json::Value::Null);
+    assert_eq!(seen[2]["code"], "provider_invalid_response");
+
+    let requests = upstream.requests();
+    let recorded: Vec<serde_json::Value> = requests
+        .iter()
+        .map(|r| {
+            let headers: serde_json::Map<String, serde_json::Value> = r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().into()))
+                .collect();
+            serde_json::json!({
+                "method": r.method,
+                "url": format!("{}{}", upstream.url(), r.target),
+                "headers": headers,
+                "body": base64(&r.body),
+            })
+        })
+        .collect();
+    // The same request with one byte of its body changed: the check can fail.
+    let mut recorded = recorded;
+    let mut tampered = recorded[0].clone();
+    tampered["body"] = base64(&[&requests[0].body[..], b" "].concat()).into();
+    recorded.push(tampered);
+    let file = temp_path(".json");
+    std::fs::write(&file, serde_json::to_vec(&recorded).unwrap()).unwrap();
+    let verified = tokio::task::spawn_blocking(move || {
+        let mut command = Command::new("python3");
+        command
+            .arg(format!(
+                "{}/tests/clients/sigv4_verify.py",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg(&file);
+        for (name, value) in aws {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&verified.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), requests.len() + 1);
+    assert!(requests.len() >= 3, "{}", requests.len());
+    assert_eq!(
+        lines[requests.len()]["valid"],
+        false,
+        "a changed body verifies"
+    );
+    for (line, request) in lines.iter().zip(&requests) {
+        assert_eq!(line["valid"], true, "{line} for {}", request.target);
+        assert_eq!(line["region"], "eu-west-3");
+        assert_eq!(line["service"], "bedrock");
+        assert_eq!(line["token"], "probity-session-token-0123");
+        let signed: Vec<&str> = line["signed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        for header in ["host", "x-amz-date", "content-type", "x-amz-security-token"] {
+            assert!(signed.contains(&header), "{header} unsigned: {signed:?}");
+        }
+        let authorization = request.header("authorization").unwrap();
+        assert!(
+            authorization.contains("Credential=AKIAPROBITYTEST0001/"),
+            "the client's dummy key reached the upstream: {authorization}"
+        );
+    }
 }

@@ -41,9 +41,9 @@ use crate::support::fixtures::*;
 use crate::support::*;
 use serde_json::Value;
 
-const DIALECTS: [&str; 4] = ["openai", "ollama", "anthropic", "gemini"];
+const DIALECTS: [&str; 5] = ["openai", "ollama", "anthropic", "gemini", "bedrock"];
 
-const INVARIANTS: [&str; 15] = [
+const INVARIANTS: [&str; 16] = [
     "invalid_json",
     "payload_missing",
     "choice_count_mismatch",
@@ -59,6 +59,7 @@ const INVARIANTS: [&str; 15] = [
     "response_function_call_invalid",
     "response_sequence_invalid",
     "response_event_invalid",
+    "tool_arguments_type",
 ];
 
 // ---------------------------------------------------------------- figure tables
@@ -124,6 +125,19 @@ const GEMINI: Figures = &[
     ("/usageMetadata/toolUsePromptTokenCount", Count, None),
 ];
 
+/// Bedrock's `ConverseResponse`: `usage` and `metrics` are required
+/// records (never collapsed).
+const CONVERSE: Figures = &[
+    ("/usage", Required, None),
+    ("/metrics", Required, None),
+    ("/usage/inputTokens", Count, Some("input")),
+    ("/usage/outputTokens", Count, Some("output")),
+    ("/usage/totalTokens", Count, Some("total")),
+    ("/usage/cacheReadInputTokens", Count, None),
+    ("/usage/cacheWriteInputTokens", Count, None),
+    ("/metrics/latencyMs", Count, None),
+];
+
 /// The checked endpoints.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Api {
@@ -141,6 +155,8 @@ enum Api {
     GeminiStream,
     /// `POST /v1/responses`, whole or streamed.
     Responses,
+    /// Bedrock `POST /model/{id}/converse`.
+    Converse,
     /// A stored response: `POST /v1/responses/{id}/cancel` (and `GET
     /// /v1/responses/{id}`, which `tests/it/responses.rs` drives).
     ResponsesStored,
@@ -163,7 +179,7 @@ const TERMINAL: [&str; 3] = [
 ];
 
 /// Every endpoint probity checks; any other passes unchecked.
-const ENDPOINTS: [(&str, &str, Api); 10] = [
+const ENDPOINTS: [(&str, &str, Api); 11] = [
     ("openai", "/v1/chat/completions", Api::Chat),
     ("openai", "/v1/responses", Api::Responses),
     (
@@ -187,6 +203,11 @@ const ENDPOINTS: [(&str, &str, Api); 10] = [
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
         Api::GeminiStream,
     ),
+    (
+        "bedrock",
+        "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
+        Api::Converse,
+    ),
 ];
 
 fn api(dialect: &str, endpoint: &str) -> Option<Api> {
@@ -203,6 +224,7 @@ fn table(api: Api) -> Figures {
         Api::Messages => ANTHROPIC,
         Api::GeminiGenerate | Api::GeminiStream => GEMINI,
         Api::Responses | Api::ResponsesStored => RESPONSES,
+        Api::Converse => CONVERSE,
     }
 }
 
@@ -358,6 +380,7 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
             }
         }
         Api::Responses | Api::ResponsesStored => response_payload(root)?,
+        Api::Converse => converse_payload(root)?,
         Api::Messages => {
             let content = root
                 .get("content")
@@ -372,6 +395,44 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
                 return Err("role_invalid");
             }
         }
+    }
+    Ok(())
+}
+
+/// A Converse answer: `output.message` an object whose `content` is an
+/// array of objects of one member each (`text` a string; `toolUse` an
+/// object whose `input` is an object), `role` `assistant`, `stopReason` a
+/// string.
+fn converse_payload(root: &serde_json::Map<String, Value>) -> Result<(), &'static str> {
+    let message = root
+        .get("output")
+        .and_then(|o| o.get("message"))
+        .and_then(Value::as_object)
+        .ok_or("payload_missing")?;
+    let content = message
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("payload_missing")?;
+    for block in content {
+        let block = block.as_object().ok_or("content_block_invalid")?;
+        if block.len() != 1 {
+            return Err("content_block_invalid");
+        }
+        if block.get("text").is_some_and(|t| !t.is_string()) {
+            return Err("content_block_invalid");
+        }
+        if let Some(tool) = block.get("toolUse") {
+            let tool = tool.as_object().ok_or("content_block_invalid")?;
+            if !tool.get("input").is_some_and(Value::is_object) {
+                return Err("tool_arguments_type");
+            }
+        }
+    }
+    if message.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Err("role_invalid");
+    }
+    if !root.get("stopReason").is_some_and(Value::is_string) {
+        return Err("payload_missing");
     }
     Ok(())
 }
@@ -659,6 +720,9 @@ impl StreamRule {
     fn event(&mut self, raw: &[u8]) -> EventVerdict {
         use EventVerdict::*;
         match self.api {
+            Api::Converse => {
+                unreachable!("Converse answers whole: converse-stream is its own endpoint")
+            }
             Api::OllamaChat | Api::OllamaGenerate => {
                 let mut end = raw.len();
                 if raw[..end].ends_with(b"\n") {
@@ -863,6 +927,7 @@ fn error_template(dialect: &str, api: Api, invariant: &str, delivered: &[u8]) ->
         r#"{{"type":"provider_invalid_response","code":"{invariant}","message":"<message>","route":"{dialect}","request_id":"<request_id>"}}"#
     );
     match api {
+        Api::Converse => unreachable!("Converse answers whole"),
         Api::Chat | Api::Completions => format!("data: {{\"error\":{object}}}\n\n"),
         Api::Messages => {
             format!("event: error\ndata: {{\"type\":\"error\",\"error\":{object}}}\n\n")
@@ -1182,6 +1247,7 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
     }
     let rest = String::from_utf8_lossy(&got.body[before.len()..]).into_owned();
     let (head, tail) = match api {
+        Api::Converse => unreachable!("Converse answers whole"),
         Api::Chat | Api::Completions => ("data: ", "\n\n"),
         Api::GeminiGenerate | Api::GeminiStream => ("data: ", "\n\n"),
         Api::Messages | Api::Responses | Api::ResponsesStored => ("event: error\ndata: ", "\n\n"),
@@ -1264,6 +1330,16 @@ async fn anthropic_fixtures() {
 #[tokio::test]
 async fn gemini_fixtures() {
     run_cases("gemini fixtures", load("gemini")).await;
+}
+
+#[tokio::test]
+async fn bedrock_fixtures() {
+    run_cases("bedrock fixtures", load("bedrock")).await;
+}
+
+#[tokio::test]
+async fn bedrock_figure_mutations() {
+    run_cases("bedrock figure mutations", all_mutations(load("bedrock"))).await;
 }
 
 #[tokio::test]
@@ -1390,6 +1466,14 @@ fn required(api: Api, streamed: bool) -> &'static [&'static str] {
             "response_event_invalid",
         ],
         (Api::ResponsesStored, false) => &["response_status_invalid"],
+        (Api::Converse, false) => &[
+            "invalid_json",
+            "payload_missing",
+            "content_block_invalid",
+            "role_invalid",
+            "tool_arguments_type",
+        ],
+        (Api::Converse, true) => &[],
         (Api::ResponsesStored, true) => &[],
     }
 }
@@ -1481,7 +1565,7 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
     for (dialect, endpoint, api) in ENDPOINTS {
         // Gemini's generateContent never streams.
         let ways: &[bool] = match api {
-            Api::GeminiGenerate | Api::ResponsesStored => &[false],
+            Api::GeminiGenerate | Api::ResponsesStored | Api::Converse => &[false],
             _ => &[false, true],
         };
         for &streamed in ways {
@@ -1510,18 +1594,25 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
         }
     }
     for dialect in DIALECTS {
-        for streamed in [false, true] {
+        // Bedrock streams on its own endpoint (converse-stream).
+        let ways: &[bool] = if dialect == "bedrock" {
+            &[false]
+        } else {
+            &[false, true]
+        };
+        for &streamed in ways {
             if !normalized.contains(&(dialect.to_string(), streamed)) {
                 problems.push(format!(
                     "{dialect}: no hand-written normalized case (streamed: {streamed})"
                 ));
             }
         }
-        if !collapsed.contains(dialect) && dialect != "ollama" {
+        // Bedrock's records are all required: none collapses.
+        if !collapsed.contains(dialect) && !["ollama", "bedrock"].contains(&dialect) {
             problems.push(format!("{dialect}: no hand-written record collapse"));
         }
         // Ollama and Gemini have no wildcard figure.
-        if !wildcards.contains(dialect) && !["ollama", "gemini"].contains(&dialect) {
+        if !wildcards.contains(dialect) && !["ollama", "gemini", "bedrock"].contains(&dialect) {
             problems.push(format!("{dialect}: no hand-written wildcard figure"));
         }
     }
@@ -1580,7 +1671,10 @@ fn the_mutations_cover_every_figure_of_every_table() {
         if api != Api::GeminiStream {
             tables.push((dialect, endpoint, "whole".into(), table(api)));
         }
-        if matches!(api, Api::GeminiGenerate | Api::ResponsesStored) {
+        if matches!(
+            api,
+            Api::GeminiGenerate | Api::ResponsesStored | Api::Converse
+        ) {
             continue;
         }
         for (event, figures) in stream_tables(api) {

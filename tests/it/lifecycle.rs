@@ -112,7 +112,7 @@ fn check_config_accepts_the_shipped_files_and_reports_a_missing_one() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("ok (8 routes)"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("ok (9 routes)"));
 
     let output = probity_command()
         .arg("check-config")
@@ -427,6 +427,7 @@ async fn with_no_argument_the_embedded_default_runs() {
         "/voyage",
         "/tei",
         "/gemini",
+        "/bedrock",
     ] {
         assert!(message.contains(prefix), "{message}");
     }
@@ -453,6 +454,7 @@ async fn with_no_argument_the_embedded_default_runs() {
         ("jina", "JINA_API_KEY"),
         ("voyage", "VOYAGE_API_KEY"),
         ("gemini", "GEMINI_API_KEY"),
+        ("bedrock", "AWS_BEARER_TOKEN_BEDROCK"),
     ];
     let mut want: Vec<&str> = vec!["ollama", "tei"];
     want.extend(

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const DIALECTS: [&str; 8] = [
+const DIALECTS: [&str; 9] = [
     "openai",
     "ollama",
     "cohere",
@@ -17,6 +17,7 @@ const DIALECTS: [&str; 8] = [
     "voyage",
     "anthropic",
     "gemini",
+    "bedrock",
 ];
 
 #[test]

@@ -2,7 +2,8 @@
 //! event by event, and a batch sent as chunks and stitched all end in the
 //! same finishing step (`server/finish.rs`), so they must report alike:
 //! the same metrics, the same log fields, the same capture. A Responses API
-//! answer takes the first two paths too.
+//! answer takes the first two paths too, and so does a Bedrock Converse
+//! answer (its stream in AWS's binary frames).
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -28,6 +29,22 @@ async fn provider() -> Upstream {
             let body = event("response.output_text.delta", 0, json!({"delta": "hi"}))
                 + &event("response.completed", 1, json!({"response": response}));
             return Reply::stream("text/event-stream", vec![part(Before::Now, body)]);
+        }
+        let converse = json!({"output": {"message": {"role": "assistant", "content": [{"text": "hi"}]}},
+            "stopReason": "end_turn", "usage": {"inputTokens": "x", "outputTokens": 1, "totalTokens": 4},
+            "metrics": {"latencyMs": 9}});
+        if recorded.target.ends_with("/converse") {
+            return Reply::json(200, converse.to_string());
+        }
+        if recorded.target.ends_with("/converse-stream") {
+            let metadata = json!({"usage": converse["usage"], "metrics": converse["metrics"]});
+            let body = [
+                crate::support::eventstream::event("contentBlockDelta", r#"{"contentBlockIndex":0,"delta":{"text":"hi"}}"#),
+                crate::support::eventstream::event("messageStop", r#"{"stopReason":"end_turn"}"#),
+                crate::support::eventstream::event("metadata", &metadata.to_string()),
+            ]
+            .concat();
+            return Reply::stream("application/vnd.amazon.eventstream", vec![part(Before::Now, body)]);
         }
         if recorded.target.ends_with("/chat/completions") {
             let chunk = |delta: Value, usage: Value| {
@@ -93,6 +110,8 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
             "openai",
             "max_batch_inputs = 3\n",
         ),
+        route("bedrock-whole", "/bedrock-whole", &url, "bedrock", ""),
+        route("bedrock-streamed", "/bedrock-streamed", &url, "bedrock", ""),
     ]
     .concat();
     let paths = [
@@ -141,6 +160,25 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
             pointer: "/response/usage/input_tokens",
             figure: "/usage/input_tokens",
         },
+        Path {
+            route: "bedrock-whole",
+            path: "/bedrock-whole/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
+            request: json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+            total: 4,
+            outcome: "normalized",
+            pointer: "/usage/inputTokens",
+            figure: "/usage/inputTokens",
+        },
+        Path {
+            route: "bedrock-streamed",
+            path:
+                "/bedrock-streamed/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream",
+            request: json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+            total: 4,
+            outcome: "normalized",
+            pointer: "/usage/inputTokens",
+            figure: "/usage/inputTokens",
+        },
     ];
     for path in &paths {
         // A probity per path: each one's metrics are its own.
@@ -157,7 +195,12 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         assert_eq!(got.status, 200, "{}: {}", path.route, got.text());
         let text = got.text();
         assert!(!text.contains("\"x\""), "{}: {text}", path.route);
-        if path.route == "streamed" {
+        if path.route == "bedrock-streamed" {
+            // Binary frames carry no comment: the capture and the metrics
+            // list the pointer.
+            assert!(text.contains(r#""inputTokens":null"#), "{text}");
+            assert!(!text.contains("exception"), "{text}");
+        } else if path.route == "streamed" {
             let note = format!(": probity-normalized {}\n", path.pointer);
             assert!(text.contains(&note), "{text}");
             assert!(!text.contains("event: error"), "{text}");
@@ -167,7 +210,9 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         } else {
             assert_eq!(got.header("probity-normalized"), Some(path.pointer));
             assert_eq!(got.header("probity-capture"), Some(id.as_str()));
-            assert_eq!(got.json()["usage"]["total_tokens"], path.total);
+            let usage = &got.json()["usage"];
+            let total = usage.get("totalTokens").unwrap_or(&usage["total_tokens"]);
+            assert_eq!(*total, path.total);
         }
 
         // The same log fields.

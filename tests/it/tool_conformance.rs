@@ -1,6 +1,7 @@
 //! Tool calls, driven by fixtures: every tool-call reason in every dialect
 //! that has tools (OpenAI chat and the Responses API, Anthropic messages,
-//! Gemini generateContent, Ollama chat), whole and streamed, and the arguments' wire type as a
+//! Gemini generateContent, Ollama chat; Bedrock Converse whole), whole and
+//! streamed, and the arguments' wire type as a
 //! payload fault.
 //!
 //! A case is a folder `tests/fixtures/tools/<case>/`, run by the shared
@@ -8,7 +9,7 @@
 //! - `endpoint`: the client's path, its first segment the dialect
 //!   (`/openai/v1/chat/completions`, `/anthropic/v1/messages`,
 //!   `/gemini/v1beta/models/m:generateContent`, `…:streamGenerateContent?alt=sse`,
-//!   `/ollama/api/chat`);
+//!   `/ollama/api/chat`, `/bedrock/model/{id}/converse`);
 //! - `route.toml` (optional): appended to the case's `[[routes]]` table;
 //! - `request.json`, `response.json|sse|ndjson`: the client's body and the
 //!   upstream's answer (a stream one event or line per write);
@@ -45,11 +46,12 @@ const REASONS: [&str; 4] = [
 ];
 
 /// Each dialect with tools: its endpoint prefix and task.
-const DIALECTS: [(&str, &str); 4] = [
+const DIALECTS: [(&str, &str); 5] = [
     ("openai", "chat_completions"),
     ("anthropic", "anthropic_messages"),
     ("gemini", "gemini_generate_content"),
     ("ollama", "ollama_chat"),
+    ("bedrock", "bedrock_converse"),
 ];
 
 const INVALID_OUTPUT: &str = "probity_model_invalid_output_total";
@@ -164,7 +166,13 @@ fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
     let mut missing = Vec::new();
     let tasks = DIALECTS.iter().chain([&("openai", "responses")]);
     for &(dialect, task) in tasks {
-        for streamed in [false, true] {
+        // Bedrock streams on its own endpoint, converse-stream.
+        let ways: &[bool] = if dialect == "bedrock" {
+            &[false]
+        } else {
+            &[false, true]
+        };
+        for &streamed in ways {
             let of: Vec<&Case> = cases
                 .iter()
                 .filter(|c| task_of(c) == task && c.framing.streamed() == streamed)

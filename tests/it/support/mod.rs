@@ -13,6 +13,7 @@
 
 mod base64;
 pub mod conformance;
+pub mod eventstream;
 pub mod fixtures;
 
 pub use base64::base64;

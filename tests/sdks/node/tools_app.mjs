@@ -1,5 +1,5 @@
 // Tool calls through probity with the Node SDKs' own tool helpers, the twin
-// of tests/sdks/tools_app.py (tests/sdk_tools.rs): openai
+// of tests/sdks/tools_app.py (tests/it/sdk_tools.rs): openai
 // `chat.completions.stream` and `create(...).withResponse()` with a tool,
 // `responses.stream` and `responses.create`, anthropic `messages.stream`
 // with a tool, ollama `chat({tools})`. The `model` names the case the fake
