@@ -4,6 +4,8 @@
 //! receive and the verdict, so an app's test suite can check its recorded
 //! fixtures and a user can check a capture or a provider's example.
 
+use std::collections::VecDeque;
+
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 
@@ -168,14 +170,15 @@ fn streamed(
     contracts: &Contracts<'_>,
 ) -> Option<Judged> {
     let mut judge = inspect::stream_judge(endpoint, request, contracts).ok()?;
-    let mut onward = judge.feed(&response);
-    if onward.broken.is_none() {
-        let end = judge.end();
-        onward.bytes.extend(end.bytes);
-        onward.broken = end.broken;
+    let mut sent = VecDeque::new();
+    let judged = judge
+        .feed(&response, &mut sent)
+        .and_then(|()| judge.end(&mut sent));
+    let mut out = Vec::with_capacity(response.len());
+    for bytes in &sent {
+        out.extend_from_slice(bytes);
     }
-    let mut out: Vec<u8> = onward.bytes.concat();
-    if let Some(violation) = onward.broken {
+    if let Err(violation) = judged {
         let id = HeaderValue::from_static("offline");
         let at = Answering {
             route: Some(&route.name),

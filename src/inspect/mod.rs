@@ -40,7 +40,7 @@ use crate::violation::Violation;
 use stream::{EventCheck, Framing};
 
 pub(crate) use findings::Findings;
-pub(crate) use stream_judge::{Onward, StreamJudge};
+pub(crate) use stream_judge::StreamJudge;
 
 /// The dialect table: one line per provider. A route's `dialect` names one
 /// of these; adding a provider means adding its file and one line here.

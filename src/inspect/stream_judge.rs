@@ -19,6 +19,8 @@
 //!
 //! What was found accumulates in [`Findings`].
 
+use std::collections::VecDeque;
+
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
@@ -52,16 +54,6 @@ pub(crate) struct StreamJudge {
     /// well-formed value of each kind (usage is cumulative in streams:
     /// taken last, never summed).
     findings: Findings,
-}
-
-/// What goes on to the client after a feed, in order; when the stream
-/// broke, it ends after these bytes with its error event.
-#[derive(Debug, Default)]
-pub(crate) struct Onward {
-    pub(crate) bytes: Vec<Bytes>,
-    /// The invariant the stream broke: nothing more is judged, and the
-    /// caller ends the stream with [`StreamJudge::end_with`].
-    pub(crate) broken: Option<Violation>,
 }
 
 impl StreamJudge {
@@ -111,10 +103,18 @@ impl StreamJudge {
     }
 
     /// Judges the next bytes of the stream: every event they complete.
-    pub(crate) fn feed(&mut self, bytes: &Bytes) -> Onward {
-        let mut onward = Onward::default();
+    /// What goes on to the client is appended to `out`, in order (the
+    /// caller's queue: nothing is allocated per feed); `Err` is the
+    /// invariant the stream broke, after those bytes: nothing more is
+    /// judged, and the caller ends the stream with
+    /// [`StreamJudge::end_with`].
+    pub(crate) fn feed(
+        &mut self,
+        bytes: &Bytes,
+        out: &mut VecDeque<Bytes>,
+    ) -> Result<(), Violation> {
         if self.ended {
-            return onward;
+            return Ok(());
         }
         let buffer = if self.pending.is_empty() {
             bytes.clone()
@@ -122,28 +122,27 @@ impl StreamJudge {
             self.pending.extend_from_slice(bytes);
             self.pending.split().freeze()
         };
-        if let Some(rest) = self.judge_events(&buffer, false, &mut onward) {
-            self.pending
-                .extend_from_slice(buffer.get(rest..).unwrap_or_default());
-        }
-        onward
+        let rest = self.judge_events(&buffer, false, out)?;
+        self.pending
+            .extend_from_slice(buffer.get(rest..).unwrap_or_default());
+        Ok(())
     }
 
     /// The stream ended: whatever is still held is judged (the events a
     /// last `\r` completes, for CR-only line endings, then any
     /// unterminated rest as a final event; nothing leaves unjudged), and a
     /// stream that ended without its terminal event still gets a verdict.
-    pub(crate) fn end(&mut self) -> Onward {
-        let mut onward = Onward::default();
+    /// As [`StreamJudge::feed`].
+    pub(crate) fn end(&mut self, out: &mut VecDeque<Bytes>) -> Result<(), Violation> {
         if std::mem::replace(&mut self.ended, true) {
-            return onward;
+            return Ok(());
         }
         let tail = self.pending.split().freeze();
-        let whole = self.judge_events(&tail, true, &mut onward).is_some();
-        if whole && self.contract.is_some() && !self.verdict_given {
-            self.give_verdict(&mut onward.bytes);
+        self.judge_events(&tail, true, out)?;
+        if self.contract.is_some() && !self.verdict_given {
+            self.give_verdict(out);
         }
-        onward
+        Ok(())
     }
 
     /// Ends the stream with an error event in its own format, from the
@@ -165,44 +164,47 @@ impl StreamJudge {
     /// Judges each complete event of `buffer` (at the end of the stream,
     /// whatever it holds: a last `\r` ends its line, an unterminated rest
     /// is a final event); sound events go out as one slice. Where the
-    /// incomplete rest starts, or `None` once the stream has broken.
-    fn judge_events(&mut self, buffer: &Bytes, at_end: bool, onward: &mut Onward) -> Option<usize> {
+    /// incomplete rest starts, or the invariant the stream broke.
+    fn judge_events(
+        &mut self,
+        buffer: &Bytes,
+        at_end: bool,
+        out: &mut VecDeque<Bytes>,
+    ) -> Result<usize, Violation> {
         let (mut at, mut passed) = (0, 0);
-        while let Some(len) = stream::next_event(self.framing, buffer.get(at..)?, at_end) {
-            if !self.judge(buffer, at..at + len, &mut passed, onward) {
-                return None;
-            }
+        while let Some(len) = buffer
+            .get(at..)
+            .and_then(|rest| stream::next_event(self.framing, rest, at_end))
+        {
+            self.judge(buffer, at..at + len, &mut passed, out)?;
             at += len;
         }
         if at_end && at < buffer.len() {
-            if !self.judge(buffer, at..buffer.len(), &mut passed, onward) {
-                return None;
-            }
+            self.judge(buffer, at..buffer.len(), &mut passed, out)?;
             at = buffer.len();
         }
         if at > passed {
-            onward.bytes.push(buffer.slice(passed..at));
+            out.push_back(buffer.slice(passed..at));
         }
-        Some(at)
+        Ok(at)
     }
 
     /// Judges the event `buffer[event]`; sound events accumulate in
-    /// `buffer[passed..]` to go out as one slice. False when the stream
+    /// `buffer[passed..]` to go out as one slice. `Err` when the stream
     /// broke.
     fn judge(
         &mut self,
         buffer: &Bytes,
         event: std::ops::Range<usize>,
         passed: &mut usize,
-        onward: &mut Onward,
-    ) -> bool {
+        out: &mut VecDeque<Bytes>,
+    ) -> Result<(), Violation> {
         let (start, end) = (event.start, event.end);
         let event = stream::parse_event(self.framing, buffer.get(event).unwrap_or_default());
-        let out = &mut onward.bytes;
         if self.check.ends(&event) && self.contract.is_some() && !self.verdict_given {
             // The answer is complete: the verdict goes before the last event.
             if start > *passed {
-                out.push(buffer.slice(*passed..start));
+                out.push_back(buffer.slice(*passed..start));
             }
             *passed = start;
             self.check.closing(&event);
@@ -211,16 +213,16 @@ impl StreamJudge {
         match self.check.event(&event) {
             Ok(None) => {
                 self.identify(&event);
-                true
+                Ok(())
             }
             Ok(Some(judgement)) if judgement.is_clean() => {
                 self.identify(&event);
                 self.note_tokens(&judgement.tokens);
-                true
+                Ok(())
             }
             Ok(Some(judgement)) => {
                 if start > *passed {
-                    out.push(buffer.slice(*passed..start));
+                    out.push_back(buffer.slice(*passed..start));
                 }
                 let note = format!(
                     "probity-normalized {}",
@@ -233,23 +235,22 @@ impl StreamJudge {
                 if self.read_identity {
                     self.identify(&stream::parse_event(self.framing, &rewritten));
                 }
-                out.push(Bytes::from(rewritten));
+                out.push_back(Bytes::from(rewritten));
                 self.note_tokens(&judgement.tokens);
                 self.findings.malformed.extend(judgement.malformed);
                 self.findings.pointers.extend(judgement.pointers);
                 *passed = end;
-                true
+                Ok(())
             }
             Err(violation) => {
                 if start > *passed {
-                    out.push(buffer.slice(*passed..start));
+                    out.push_back(buffer.slice(*passed..start));
                 }
                 *passed = end;
                 self.findings.rejected = Some(violation.invariant);
                 self.ended = true;
                 self.pending.clear();
-                onward.broken = Some(violation);
-                false
+                Err(violation)
             }
         }
     }
@@ -282,7 +283,7 @@ impl StreamJudge {
 
     /// The output contract's verdict on the answer gathered so far; for SSE
     /// announced in a comment line (NDJSON has none).
-    fn give_verdict(&mut self, out: &mut Vec<Bytes>) {
+    fn give_verdict(&mut self, out: &mut VecDeque<Bytes>) {
         self.verdict_given = true;
         let Some(contract) = &self.contract else {
             return;
@@ -301,7 +302,7 @@ impl StreamJudge {
         };
         self.findings.output = Some((contract.task.clone(), verdict));
         if self.comments {
-            out.push(Bytes::from(line));
+            out.push_back(Bytes::from(line));
         }
     }
 }
@@ -374,18 +375,16 @@ mod tests {
         };
         let judge = inspect::stream_judge(saved.endpoint, &saved.request, &contracts).ok()?;
         let mut judge = judge.identifying(true);
-        let (mut out, mut broken) = (Vec::new(), None);
-        let mut take = |onward: Onward| {
-            out.extend(onward.bytes.iter().flat_map(|b| b.iter().copied()));
-            broken = broken.or(onward.broken.map(|v| v.invariant));
-        };
+        let mut out = VecDeque::new();
+        let mut broken = None;
         let mut rest = saved.body.clone();
         for &len in pieces {
             let piece = rest.split_to(len.min(rest.len()));
-            take(judge.feed(&piece));
+            broken = broken.or(judge.feed(&piece, &mut out).err().map(|v| v.invariant));
         }
-        take(judge.feed(&rest));
-        take(judge.end());
+        broken = broken.or(judge.feed(&rest, &mut out).err().map(|v| v.invariant));
+        broken = broken.or(judge.end(&mut out).err().map(|v| v.invariant));
+        let out: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
         Some((out, broken, format!("{:?}", judge.findings())))
     }
 
@@ -477,16 +476,19 @@ mod tests {
             cache: &cache,
         };
         let mut judge = inspect::stream_judge(saved.endpoint, &saved.request, &contracts).unwrap();
-        let onward = judge.feed(&saved.body);
-        let violation = onward.broken.expect("the stream is broken");
+        let mut out = VecDeque::new();
+        let violation = judge
+            .feed(&saved.body, &mut out)
+            .expect_err("the stream is broken");
         assert_eq!(judge.findings().rejected, Some(violation.invariant));
         let event = judge.end_with(&serde_json::json!({"code": violation.invariant}));
         assert!(
             String::from_utf8_lossy(&event).contains(violation.invariant),
             "{event:?}"
         );
-        let after = judge.feed(&saved.body);
-        assert!(after.bytes.is_empty() && after.broken.is_none());
-        assert!(judge.end().bytes.is_empty());
+        let mut after = VecDeque::new();
+        assert!(judge.feed(&saved.body, &mut after).is_ok());
+        assert!(judge.end(&mut after).is_ok());
+        assert!(after.is_empty(), "{after:?}");
     }
 }

@@ -25,8 +25,9 @@ use crate::capture::Captures;
 use crate::config::CapturePolicy;
 use crate::error::ProxyError;
 use crate::forward::ForwardError;
-use crate::inspect::{Findings, Onward, StreamJudge};
+use crate::inspect::{Findings, StreamJudge};
 use crate::telemetry;
+use crate::violation::Violation;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
 pub(crate) struct StreamContext {
@@ -111,11 +112,10 @@ impl CheckedStream {
         }
     }
 
-    /// Queues what the judge let through; a broken stream ends with its
-    /// error event.
-    fn send_on(&mut self, onward: Onward) {
-        self.out.extend(onward.bytes);
-        if let Some(violation) = onward.broken {
+    /// A broken stream ends with its error event, after what the judge
+    /// let through.
+    fn end_if_broken(&mut self, judged: Result<(), Violation>) {
+        if let Err(violation) = judged {
             self.end_with(&ProxyError::InvalidResponse(violation));
         }
     }
@@ -209,8 +209,8 @@ impl Body for CheckedStream {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
                     this.finished = true;
-                    let onward = this.judge.end();
-                    this.send_on(onward);
+                    let judged = this.judge.end(&mut this.out);
+                    this.end_if_broken(judged);
                 }
                 Poll::Ready(Some(Err(fault))) => this.fault(fault),
                 Poll::Ready(Some(Ok(frame))) => {
@@ -219,8 +219,8 @@ impl Body for CheckedStream {
                         if !data.is_empty() {
                             injected_panic("stream", &this.context.request_id);
                         }
-                        let onward = this.judge.feed(&data);
-                        this.send_on(onward);
+                        let judged = this.judge.feed(&data, &mut this.out);
+                        this.end_if_broken(judged);
                     }
                 }
             }
