@@ -493,10 +493,10 @@ pub fn contract(input: &[u8]) -> Result<(), String> {
         config: route.contract.as_ref(),
         cache: &cache,
     };
-    let Some(contract) = inspect::stream_judge(endpoint, request, &contracts)
-        .ok()
-        .and_then(|judge| judge.contract)
-    else {
+    let Ok(judge) = inspect::stream_judge(endpoint, request, &contracts) else {
+        return Ok(());
+    };
+    let Some(contract) = judge.contract() else {
         return Ok(());
     };
     let verdict = contract.judge_text(answer, truncated, refusal);

@@ -4,18 +4,16 @@
 //! receive and the verdict, so an app's test suite can check its recorded
 //! fixtures and a user can check a capture or a provider's example.
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
-use http_body_util::{BodyExt, Full};
+use std::collections::VecDeque;
 
-use crate::capture::Captures;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+
 use crate::contract::SchemaCache;
 use crate::error::{Answering, ProxyError};
-use crate::forward::ForwardError;
-use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Verdict};
+use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Findings, Verdict};
 use crate::outcome::Outcome;
 use crate::route::{Route, RouteTable};
-use crate::server::{CheckedStream, Findings, StreamContext};
 
 /// What judging a saved response found.
 #[derive(Debug, serde::Serialize)]
@@ -141,7 +139,7 @@ fn whole(
                 .output
                 .map(|o| o.verdict.reasons)
                 .unwrap_or_default();
-            // The proxy's ranking (server/finish.rs), for what a whole
+            // The proxy's ranking (inspect/findings.rs), for what a whole
             // answer can come to.
             let outcome = match (reasons.is_empty(), pointers.is_empty()) {
                 (false, _) => Outcome::OutputInvalid,
@@ -159,8 +157,9 @@ fn whole(
     }
 }
 
-/// A stream, judged event by event by the proxy's own checked stream; `None`
-/// when its request cannot be read (then it is judged as a document).
+/// A stream, judged event by event by the proxy's own stream judge, fed
+/// the saved body at once; `None` when its request cannot be read (then it
+/// is judged as a document).
 fn streamed(
     route: &Route,
     endpoint: &Endpoint,
@@ -168,44 +167,33 @@ fn streamed(
     response: Bytes,
     contracts: &Contracts<'_>,
 ) -> Option<Judged> {
-    let judge = inspect::stream_judge(endpoint, request, contracts).ok()?;
-    let context = StreamContext {
-        route: route.name.clone(),
-        client: None,
-        request_id: HeaderValue::from_static("offline"),
-        endpoint: String::new(),
-        status: StatusCode::OK,
-        headers: HeaderMap::new(),
-        dialect: route.dialect.name(),
-        policy: route.capture,
-        captures: Captures::disabled(),
-        retain_limit: 0,
-        envelope: route.dialect.error_envelope(),
-        retry_invalid: route.retry_invalid,
-        span: None,
-    };
-    let source = Full::new(response).map_err(|never| -> ForwardError { match never {} });
-    let mut checked = CheckedStream::new(source, judge, context);
-    // Nothing waits on a saved body: the stream is polled to its end here.
-    let runtime = tokio::runtime::Builder::new_current_thread().build().ok()?;
-    let mut out = Vec::new();
-    runtime.block_on(async {
-        while let Some(Ok(frame)) = checked.frame().await {
-            if let Ok(data) = frame.into_data() {
-                out.extend_from_slice(&data);
-            }
-        }
-    });
-    let findings: &Findings = checked.findings();
+    let mut judge = inspect::stream_judge(endpoint, request, contracts).ok()?;
+    let mut sent = VecDeque::new();
+    let judged = judge
+        .feed(&response, &mut sent)
+        .and_then(|()| judge.end(&mut sent));
+    let mut out = Vec::with_capacity(response.len());
+    for bytes in &sent {
+        out.extend_from_slice(bytes);
+    }
+    if let Err(violation) = judged {
+        let id = HeaderValue::from_static("offline");
+        let at = Answering {
+            route: Some(&route.name),
+            request_id: &id,
+            envelope: route.dialect.error_envelope(),
+            retry_invalid: route.retry_invalid,
+            mid_stream: true,
+        };
+        let error = ProxyError::InvalidResponse(violation).error_object(&at);
+        out.extend_from_slice(&judge.end_with(&error));
+    }
+    let findings: &Findings = judge.findings();
     Some(Judged {
         outcome: findings.outcome().as_str(),
         pointers: findings.pointers.clone(),
         invariant: findings.rejected,
-        output_reasons: findings
-            .output
-            .as_ref()
-            .map(|(_, v)| v.reasons.clone())
-            .unwrap_or_default(),
+        output_reasons: findings.reasons().to_vec(),
         body: Bytes::from(out),
     })
 }

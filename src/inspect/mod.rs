@@ -12,6 +12,7 @@ mod anthropic;
 mod bedrock;
 mod cohere;
 pub(crate) mod eventstream;
+mod findings;
 mod gemini;
 mod hosted;
 mod jina;
@@ -21,6 +22,7 @@ mod passthrough;
 pub(crate) mod realtime;
 mod responses;
 pub(crate) mod stream;
+mod stream_judge;
 mod tei;
 mod voyage;
 
@@ -39,6 +41,9 @@ use crate::invariants::Fault;
 use crate::json::{self, Document, Json, Object, Scanner};
 use crate::violation::Violation;
 use stream::{EventCheck, Framing};
+
+pub(crate) use findings::Findings;
+pub(crate) use stream_judge::StreamJudge;
 
 /// The dialect table: one line per provider. A route's `dialect` names one
 /// of these; adding a provider means adding its file and one line here.
@@ -330,19 +335,6 @@ pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
     judgement
 }
 
-/// A stream's framing, the judge of its events, and the output contract
-/// whose verdict is given at its end.
-pub(crate) struct StreamJudge {
-    pub(crate) framing: Framing,
-    /// Whether SSE comment lines may be added (see [`StreamSpec`]).
-    pub(crate) comments: bool,
-    pub(crate) check: Box<dyn EventCheck>,
-    pub(crate) contract: Option<Contract>,
-    /// Why the events cannot be checked against the request (it could not
-    /// be read): their syntax and figures still are.
-    pub(crate) uninspected: Option<&'static str>,
-}
-
 /// The judge of a 2xx streamed answer to `endpoint`; `Err` carries the
 /// reason it cannot be judged (counted on `probity_uninspected_total`).
 /// The framing is the endpoint's, whatever `content-type` the upstream
@@ -372,13 +364,14 @@ pub(crate) fn stream_judge(
         Some(Err(Fault::Invalid(_))) => ((spec.unread)(), Some(crate::invariants::REQUEST_SHAPE)),
         None => ((spec.unread)(), Some("request_not_json")),
     };
-    Ok(StreamJudge {
-        framing: spec.framing,
-        comments: spec.comments && spec.framing == Framing::Sse,
+    let comments = spec.comments && spec.framing == Framing::Sse;
+    Ok(StreamJudge::new(
+        spec.framing,
+        comments,
         check,
         contract,
         uninspected,
-    })
+    ))
 }
 
 /// A parsed response body, as checks see it.

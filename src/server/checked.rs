@@ -1,19 +1,14 @@
-//! A checked stream: the relay of an upstream stream whose events a dialect
-//! judges as they pass (`inspect::stream`). Each complete event goes on as
-//! soon as it is complete; only an incomplete one is held, until its end
-//! arrives, and at the upstream's end whatever is held is judged too.
+//! A checked stream: the relay of an upstream stream whose events a
+//! dialect judges as they pass. The judging is `inspect::StreamJudge`'s, a
+//! state machine fed bytes; this is its driver on the network: it polls
+//! the upstream's relay, feeds the judge each frame and sends on what the
+//! judge gives back, turns an upstream fault or a broken stream into the
+//! stream's own error event (the status line is long gone), and at the end
+//! hands what the judge found to `finish`, like any response's.
 //!
-//! - A sound event passes as the same bytes (sliced, not copied).
-//! - An event with a malformed figure is rewritten alone: only the figure's
-//!   bytes change, announced by an SSE comment line `: probity-normalized
-//!   <pointers>` (NDJSON has no comments: the capture store says it).
-//! - A broken stream, or an upstream fault, ends the stream with an error
-//!   event in the stream's own format; the status line is long gone.
-//!
-//! What the stream's checks found is finished once, at its end
-//! (`finish`), like any response's. The verbatim upstream bytes are
-//! retained (copied, up to `capture.max_bytes`) so that a rewritten or cut
-//! stream can be captured whole.
+//! The verbatim upstream bytes are retained (copied, up to
+//! `capture.max_bytes`) so that a rewritten or cut stream can be captured
+//! whole.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -25,16 +20,14 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body::{Body, Frame};
 
 use super::catch::injected_panic;
-use super::finish::{finish, Findings, Scope, Verbatim};
+use super::finish::{finish, Scope, Verbatim};
 use crate::capture::Captures;
 use crate::config::CapturePolicy;
-use crate::contract::Contract;
 use crate::error::ProxyError;
-use crate::figures;
 use crate::forward::ForwardError;
-use crate::inspect::stream::{self, EventCheck, Framing};
-use crate::inspect::{Identity, StreamJudge};
+use crate::inspect::{Findings, StreamJudge};
 use crate::telemetry;
+use crate::violation::Violation;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
 pub(crate) struct StreamContext {
@@ -56,37 +49,24 @@ pub(crate) struct StreamContext {
     pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
 }
 
-/// Where a checked stream's bytes come from: the upstream's relay, or
-/// (offline) a saved body.
+/// Where a checked stream's bytes come from: the upstream's relay (or, for
+/// the fuzz targets, pieces of a body).
 type Source = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
 
 pub(crate) struct CheckedStream {
     relay: Source,
-    framing: Framing,
-    /// Whether SSE comment lines may be added.
-    comments: bool,
-    check: Box<dyn EventCheck>,
-    /// The output contract whose verdict ends the stream, and whether it
-    /// was given.
-    contract: Option<Contract>,
-    verdict_given: bool,
+    judge: StreamJudge,
     context: StreamContext,
-    /// An incomplete event, waiting for the rest of its bytes.
-    pending: BytesMut,
     /// What is ready to go to the client.
     out: VecDeque<Bytes>,
     /// No more upstream bytes will be read.
     finished: bool,
     concluded: bool,
     captured: bool,
-    /// A copy, not references: a received chunk is a slice of hyper's read
+    /// A copy, not references: a received frame is a slice of hyper's read
     /// buffer, and holding it would pin the whole buffer for the stream's life.
     verbatim: BytesMut,
     upstream_bytes: usize,
-    /// What the checks found so far. Token counts hold the last
-    /// well-formed value of each kind (usage is cumulative in streams:
-    /// taken last, never summed).
-    findings: Findings,
 }
 
 impl CheckedStream {
@@ -97,31 +77,26 @@ impl CheckedStream {
     ) -> Self {
         Self {
             relay: Box::pin(relay),
-            framing: judge.framing,
-            comments: judge.comments,
-            check: judge.check,
-            contract: judge.contract,
-            verdict_given: false,
+            judge: judge.identifying(context.span.is_some()),
             context,
-            pending: BytesMut::new(),
             out: VecDeque::new(),
             finished: false,
             concluded: false,
             captured: false,
             verbatim: BytesMut::new(),
             upstream_bytes: 0,
-            findings: Findings::default(),
         }
     }
 
     /// The fault kind or invariant that cut the stream, if one did.
     pub(crate) fn cut(&self) -> Option<&'static str> {
-        self.findings.cut.or(self.findings.rejected)
+        let findings = self.judge.findings();
+        findings.cut.or(findings.rejected)
     }
 
     /// What the checks found so far.
     pub(crate) fn findings(&self) -> &Findings {
-        &self.findings
+        self.judge.findings()
     }
 
     /// Whether the verbatim upstream stream was captured (known once the
@@ -130,137 +105,23 @@ impl CheckedStream {
         self.captured
     }
 
-    fn retain(&mut self, chunk: &Bytes) {
-        self.upstream_bytes += chunk.len();
-        if self.verbatim.len() + chunk.len() <= self.context.retain_limit {
-            self.verbatim.extend_from_slice(chunk);
+    fn retain(&mut self, frame: &Bytes) {
+        self.upstream_bytes += frame.len();
+        if self.verbatim.len() + frame.len() <= self.context.retain_limit {
+            self.verbatim.extend_from_slice(frame);
         }
     }
 
-    /// Splits what has arrived into events and judges each complete one.
-    fn feed(&mut self, chunk: Bytes) {
-        let buffer = if self.pending.is_empty() {
-            chunk
-        } else {
-            self.pending.extend_from_slice(&chunk);
-            self.pending.split().freeze()
-        };
-        if let Some(rest) = self.judge_events(&buffer, false) {
-            self.pending
-                .extend_from_slice(buffer.get(rest..).unwrap_or_default());
+    /// A broken stream ends with its error event, after what the judge
+    /// let through.
+    fn end_if_broken(&mut self, judged: Result<(), Violation>) {
+        if let Err(violation) = judged {
+            self.end_with(&ProxyError::InvalidResponse(violation));
         }
     }
 
-    /// Judges each complete event of `buffer` (at the end of the stream,
-    /// whatever it holds: a last `\r` ends its line, an unterminated rest
-    /// is a final event); sound events go out as one slice. Where the
-    /// incomplete rest starts, or `None` once the stream has ended.
-    fn judge_events(&mut self, buffer: &Bytes, at_end: bool) -> Option<usize> {
-        let (mut at, mut passed) = (0, 0);
-        while let Some(len) = stream::next_event(self.framing, buffer.get(at..)?, at_end) {
-            if !self.judge(buffer, at, at + len, &mut passed) {
-                return None;
-            }
-            at += len;
-        }
-        if at_end && at < buffer.len() {
-            if !self.judge(buffer, at, buffer.len(), &mut passed) {
-                return None;
-            }
-            at = buffer.len();
-        }
-        if at > passed {
-            self.out.push_back(buffer.slice(passed..at));
-        }
-        Some(at)
-    }
-
-    /// Judges the event `buffer[start..end]`; sound events accumulate in
-    /// `buffer[passed..]` to go out as one slice. False when the stream ends.
-    fn judge(&mut self, buffer: &Bytes, start: usize, end: usize, passed: &mut usize) -> bool {
-        injected_panic("stream", &self.context.request_id);
-        let event = stream::parse_event(self.framing, buffer.get(start..end).unwrap_or_default());
-        if self.check.ends(&event) && self.contract.is_some() && !self.verdict_given {
-            // The answer is complete: the verdict goes before the last event.
-            if start > *passed {
-                self.out.push_back(buffer.slice(*passed..start));
-            }
-            *passed = start;
-            self.check.closing(&event);
-            self.give_verdict();
-        }
-        match self.check.event(&event) {
-            Ok(None) => {
-                self.identify(&event);
-                true
-            }
-            Ok(Some(judgement)) if judgement.is_clean() => {
-                self.identify(&event);
-                self.note_tokens(&judgement.tokens);
-                true
-            }
-            Ok(Some(judgement)) => {
-                if start > *passed {
-                    self.out.push_back(buffer.slice(*passed..start));
-                }
-                let note = format!(
-                    "probity-normalized {}",
-                    figures::normalized_list(&judgement.pointers)
-                );
-                let note = self.comments.then_some(note.as_str());
-                let rewritten = stream::rewrite(self.framing, event.raw, &judgement.nulls, note);
-                // The span reads the event as delivered: a nulled id stays
-                // out of it, a sound model beside it does not.
-                if self.context.span.is_some() {
-                    self.identify(&stream::parse_event(self.framing, &rewritten));
-                }
-                self.out.push_back(Bytes::from(rewritten));
-                self.note_tokens(&judgement.tokens);
-                self.findings.malformed.extend(judgement.malformed);
-                self.findings.pointers.extend(judgement.pointers);
-                *passed = end;
-                true
-            }
-            Err(violation) => {
-                if start > *passed {
-                    self.out.push_back(buffer.slice(*passed..start));
-                }
-                *passed = end;
-                self.findings.rejected = Some(violation.invariant);
-                self.end_with(&ProxyError::InvalidResponse(violation));
-                false
-            }
-        }
-    }
-
-    /// For the request's span: the model and response id of the first
-    /// event that carries them, read from the event as it was delivered (a
-    /// nulled id is `null` there and never reaches the span).
-    fn identify(&mut self, event: &stream::Event<'_>) {
-        let found = &self.findings.identity;
-        if self.context.span.is_none() || (found.model.is_some() && found.id.is_some()) {
-            return;
-        }
-        if let Some(data) = &event.data {
-            let seen = Identity::of_event(data);
-            let identity = &mut self.findings.identity;
-            identity.model = identity.model.take().or(seen.model);
-            identity.id = identity.id.take().or(seen.id);
-        }
-    }
-
-    fn note_tokens(&mut self, tokens: &[(&'static str, u64)]) {
-        let kept = &mut self.findings.tokens;
-        for (kind, count) in tokens {
-            match kept.iter_mut().find(|(k, _)| k == kind) {
-                Some(slot) => slot.1 = *count,
-                None => kept.push((kind, *count)),
-            }
-        }
-    }
-
-    /// Ends the stream with an error event in its own format.
-    fn end_with(&mut self, error: &ProxyError) {
+    /// How an error in this stream is worded.
+    fn error_object(&self, error: &ProxyError) -> serde_json::Value {
         let at = crate::error::Answering {
             route: Some(&self.context.route),
             request_id: &self.context.request_id,
@@ -268,18 +129,23 @@ impl CheckedStream {
             retry_invalid: self.context.retry_invalid,
             mid_stream: true,
         };
-        let object = error.error_object(&at);
-        self.out
-            .push_back(Bytes::from(self.check.error_event(&object)));
+        error.error_object(&at)
+    }
+
+    /// Ends the stream with an error event in its own format.
+    fn end_with(&mut self, error: &ProxyError) {
+        let object = self.error_object(error);
+        self.out.push_back(self.judge.end_with(&object));
         self.finished = true;
-        self.pending.clear();
     }
 
     fn fault(&mut self, fault: ForwardError) {
         let route = &*self.context.route;
         telemetry::upstream_fault(route, &self.context.request_id, &fault, true);
-        self.findings.cut = Some(fault.kind());
-        self.end_with(&ProxyError::Forward(fault));
+        let kind = fault.kind();
+        let object = self.error_object(&ProxyError::Forward(fault));
+        self.out.push_back(self.judge.cut(kind, &object));
+        self.finished = true;
     }
 
     /// probity's own fault while judging (a panic, caught by the body):
@@ -288,46 +154,6 @@ impl CheckedStream {
         telemetry::internal_error(&self.context.route, &self.context.request_id, &what);
         self.out.clear();
         self.end_with(&ProxyError::Internal { what });
-    }
-
-    /// The output contract's verdict on the answer gathered so far; for SSE
-    /// announced in a comment line (NDJSON has none).
-    fn give_verdict(&mut self) {
-        self.verdict_given = true;
-        let Some(contract) = &self.contract else {
-            return;
-        };
-        let calls = self.check.calls().map(|c| c.calls()).unwrap_or_default();
-        let Some(verdict) = contract.judge_streamed(self.check.answer(), &calls) else {
-            return;
-        };
-        let line = if verdict.valid() {
-            ": probity-output valid\n\n".to_string()
-        } else {
-            format!(
-                ": probity-output invalid reason={}\n\n",
-                verdict.reasons.join(",")
-            )
-        };
-        self.findings.output = Some((contract.task.clone(), verdict));
-        if self.comments {
-            self.out.push_back(Bytes::from(line));
-        }
-    }
-
-    /// At the upstream's end, whatever the splitter still holds is judged:
-    /// the events a last `\r` completes (CR-only line endings), then any
-    /// unterminated rest as a final event. Nothing leaves unjudged.
-    fn flush(&mut self) {
-        self.finished = true;
-        let tail = self.pending.split().freeze();
-        if self.judge_events(&tail, true).is_none() {
-            return;
-        }
-        // A stream that ended without its terminal event still gets a verdict.
-        if self.contract.is_some() && !self.verdict_given {
-            self.give_verdict();
-        }
     }
 
     /// Once, at the end: what the checks found is finished (counted,
@@ -353,7 +179,7 @@ impl CheckedStream {
             body_bytes: self.upstream_bytes,
             chunks: Vec::new(),
         };
-        self.captured = finish(&scope, &self.findings, verbatim);
+        self.captured = finish(&scope, self.judge.findings(), verbatim);
     }
 }
 
@@ -381,12 +207,20 @@ impl Body for CheckedStream {
             }
             match this.relay.as_mut().poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => this.flush(),
+                Poll::Ready(None) => {
+                    this.finished = true;
+                    let judged = this.judge.end(&mut this.out);
+                    this.end_if_broken(judged);
+                }
                 Poll::Ready(Some(Err(fault))) => this.fault(fault),
                 Poll::Ready(Some(Ok(frame))) => {
-                    if let Ok(chunk) = frame.into_data() {
-                        this.retain(&chunk);
-                        this.feed(chunk);
+                    if let Ok(data) = frame.into_data() {
+                        this.retain(&data);
+                        if !data.is_empty() {
+                            injected_panic("stream", &this.context.request_id);
+                        }
+                        let judged = this.judge.feed(&data, &mut this.out);
+                        this.end_if_broken(judged);
                     }
                 }
             }

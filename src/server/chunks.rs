@@ -14,7 +14,7 @@ use http::{response, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use tokio::task::{self, AbortHandle, JoinSet};
 
 use super::body::Payload;
-use super::finish::{finish, Findings, Verbatim};
+use super::finish::{finish, Verbatim};
 use super::inspected::Call;
 use super::respond::{announce, respond};
 use crate::batch::{self, BatchSpec, Part};
@@ -22,7 +22,7 @@ use crate::capture::ChunkAnswer;
 use crate::contract::SchemaCache;
 use crate::error::ProxyError;
 use crate::forward::{self, Fetched, Reading, Relay, Traced, UpstreamBody};
-use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
+use crate::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 use crate::trace::RequestSpan;

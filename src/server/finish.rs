@@ -3,7 +3,6 @@
 //! what was found is counted, logged and, when anything was changed or
 //! rejected, captured here and only here, so the three paths cannot drift.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -12,76 +11,20 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::capture::{chosen, Capture, Captures, ChunkAnswer};
 use crate::config::CapturePolicy;
-use crate::contract::OutputVerdict;
-use crate::inspect::Identity;
-use crate::outcome::Outcome;
+use crate::inspect::Findings;
 use crate::telemetry;
 use crate::trace::{Judged, RequestSpan};
 
-/// What inspecting one response found.
-#[derive(Debug, Default)]
-pub(crate) struct Findings {
-    /// Well-formed token figures, by kind: the only figures metrics see.
-    pub(crate) tokens: Vec<(&'static str, u64)>,
-    /// The `figure` label of each malformed figure or record.
-    pub(crate) malformed: Vec<&'static str>,
-    /// What became `null` (or `header:<name>`, removed), for
-    /// `probity-normalized` and the capture.
-    pub(crate) pointers: Vec<String>,
-    /// Why the payload could not be checked against its request.
-    pub(crate) uninspected: Option<&'static str>,
-    /// The payload invariant the response broke.
-    pub(crate) rejected: Option<&'static str>,
-    /// The upstream fault that cut a stream (its `kind`); counted where it
-    /// happened, captured here.
-    pub(crate) cut: Option<&'static str>,
-    /// The output contract's task and verdict.
-    pub(crate) output: Option<(Cow<'static, str>, OutputVerdict)>,
-    /// The response was stitched from chunks.
-    pub(crate) stitched: bool,
-    /// Which model answered, and the response's well-formed id.
-    pub(crate) identity: Identity,
-}
-
-impl Findings {
-    /// What the exchange came to: the one ranking ([`Outcome`]) its
-    /// capture, its span and the admin page all read.
-    pub(crate) fn outcome(&self) -> Outcome {
-        let invalid = self.output.as_ref().is_some_and(|(_, v)| !v.valid());
-        if self.rejected.is_some() {
-            Outcome::Rejected
-        } else if self.cut.is_some() {
-            Outcome::Cut
-        } else if invalid {
-            Outcome::OutputInvalid
-        } else if self.stitched {
-            Outcome::Stitched
-        } else if !self.pointers.is_empty() {
-            Outcome::Normalized
-        } else {
-            Outcome::Passed
-        }
-    }
-
-    /// The reasons of an invalid answer (none when it was valid).
-    fn reasons(&self) -> &[&'static str] {
-        match &self.output {
-            Some((_, verdict)) if !verdict.valid() => &verdict.reasons,
-            _ => &[],
-        }
-    }
-
-    /// What the request's span shows of these findings.
-    fn judged(&self) -> Judged<'_> {
-        Judged {
-            outcome: self.outcome(),
-            tokens: &self.tokens,
-            pointers: &self.pointers,
-            invariant: self.rejected,
-            reasons: self.reasons(),
-            response_model: self.identity.model.as_deref(),
-            response_id: self.identity.id.as_deref(),
-        }
+/// What the request's span shows of the findings.
+fn judged(findings: &Findings) -> Judged<'_> {
+    Judged {
+        outcome: findings.outcome(),
+        tokens: &findings.tokens,
+        pointers: &findings.pointers,
+        invariant: findings.rejected,
+        reasons: findings.reasons(),
+        response_model: findings.identity.model.as_deref(),
+        response_id: findings.identity.id.as_deref(),
     }
 }
 
@@ -133,7 +76,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         }
     }
     if let Some(span) = scope.span {
-        span.judged(&findings.judged());
+        span.judged(&judged(findings));
     }
     let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
     let normalized = !findings.pointers.is_empty();

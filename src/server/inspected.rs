@@ -11,12 +11,12 @@ use http::{request, response, Request, Response};
 
 use super::body::Payload;
 use super::checked::{CheckedStream, StreamContext};
-use super::finish::{finish, Findings, Scope, Verbatim};
+use super::finish::{finish, Scope, Verbatim};
 use super::respond::{announce, cannot_build, respond};
 use super::Shared;
 use crate::error::ProxyError;
 use crate::forward::{self, Relay, UpstreamBody};
-use crate::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
+use crate::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
 use crate::json::Scanner;
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
@@ -189,7 +189,7 @@ impl<'a> Call<'a> {
                 Payload::Stream(relay)
             }
             Some(Ok(judge)) => {
-                if let Some(reason) = judge.uninspected {
+                if let Some(reason) = judge.uninspected() {
                     telemetry::uninspected(&self.route.name, &record.request_id, reason);
                 }
                 let context = StreamContext {

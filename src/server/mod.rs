@@ -22,7 +22,6 @@ mod respond;
 mod tunnel;
 
 pub(crate) use checked::{CheckedStream, StreamContext};
-pub(crate) use finish::Findings;
 pub use reload::Source;
 use reload::{Reloader, Routes};
 

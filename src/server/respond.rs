@@ -8,10 +8,10 @@ use http::header::{HeaderName, HeaderValue};
 use http::{response, HeaderMap, Response};
 
 use super::body::Payload;
-use super::finish::Findings;
 use crate::error::ProxyError;
 use crate::figures;
 use crate::forward::{self, remove_hop_by_hop, X_REQUEST_ID};
+use crate::inspect::Findings;
 use crate::telemetry::{self, RequestRecord};
 
 /// Lists the JSON pointers of the figures a response had nulled.

@@ -1,0 +1,64 @@
+//! What inspecting one response found, whichever path it took (read whole,
+//! judged event by event, or sent as chunks and stitched), and the one
+//! ranking of it ([`Outcome`]). The server counts, logs and captures it
+//! (`server::finish`); `probity inspect` prints it.
+
+use std::borrow::Cow;
+
+use super::Identity;
+use crate::contract::OutputVerdict;
+use crate::outcome::Outcome;
+
+/// What inspecting one response found.
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    /// Well-formed token figures, by kind: the only figures metrics see.
+    pub(crate) tokens: Vec<(&'static str, u64)>,
+    /// The `figure` label of each malformed figure or record.
+    pub(crate) malformed: Vec<&'static str>,
+    /// What became `null` (or `header:<name>`, removed), for
+    /// `probity-normalized` and the capture.
+    pub(crate) pointers: Vec<String>,
+    /// Why the payload could not be checked against its request.
+    pub(crate) uninspected: Option<&'static str>,
+    /// The payload invariant the response broke.
+    pub(crate) rejected: Option<&'static str>,
+    /// The upstream fault that cut a stream (its `kind`); counted where it
+    /// happened, captured at the end.
+    pub(crate) cut: Option<&'static str>,
+    /// The output contract's task and verdict.
+    pub(crate) output: Option<(Cow<'static, str>, OutputVerdict)>,
+    /// The response was stitched from chunks.
+    pub(crate) stitched: bool,
+    /// Which model answered, and the response's well-formed id.
+    pub(crate) identity: Identity,
+}
+
+impl Findings {
+    /// What the exchange came to: the one ranking ([`Outcome`]) its
+    /// capture, its span and the admin page all read.
+    pub(crate) fn outcome(&self) -> Outcome {
+        let invalid = self.output.as_ref().is_some_and(|(_, v)| !v.valid());
+        if self.rejected.is_some() {
+            Outcome::Rejected
+        } else if self.cut.is_some() {
+            Outcome::Cut
+        } else if invalid {
+            Outcome::OutputInvalid
+        } else if self.stitched {
+            Outcome::Stitched
+        } else if !self.pointers.is_empty() {
+            Outcome::Normalized
+        } else {
+            Outcome::Passed
+        }
+    }
+
+    /// The reasons of an invalid answer (none when it was valid).
+    pub(crate) fn reasons(&self) -> &[&'static str] {
+        match &self.output {
+            Some((_, verdict)) if !verdict.valid() => &verdict.reasons,
+            _ => &[],
+        }
+    }
+}
