@@ -33,7 +33,7 @@ use http_body::{Body, Frame};
 use crate::batch::{self, Part};
 use crate::capture::Captures;
 use crate::config;
-use crate::contract::{SchemaCache, REASONS};
+use crate::contract::{Reason, SchemaCache};
 use crate::forward::ForwardError;
 use crate::inspect::stream::{self, Framing};
 use crate::inspect::{self, Checked, Contracts, Dialect, Endpoint, Exchange, Verdict};
@@ -503,7 +503,7 @@ pub fn contract(input: &[u8]) -> Result<(), String> {
     let order: Vec<usize> = verdict
         .reasons
         .iter()
-        .filter_map(|r| REASONS.iter().position(|known| known == r))
+        .filter_map(|r| Reason::ALL.iter().position(|known| known == r))
         .collect();
     if order.len() != verdict.reasons.len()
         || !order.windows(2).all(|w| w.first() < w.last())
@@ -517,7 +517,7 @@ pub fn contract(input: &[u8]) -> Result<(), String> {
         return Err(format!("a second verdict differs from {verdict:?}"));
     }
     let parsed = serde_json::from_str::<serde_json::Value>(answer).is_ok();
-    let named = |reason: &str| verdict.reasons.contains(&reason);
+    let named = |reason: &str| verdict.reasons.iter().any(|r| *r == reason);
     if named("truncated") != truncated
         || named("refusal") != refusal
         || named("invalid_json") == parsed

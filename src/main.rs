@@ -190,7 +190,12 @@ fn verdict(judged: &probity::offline::Judged, json: bool) -> String {
     if !judged.output_reasons.is_empty() {
         line.push_str(&format!(
             " output invalid: {}",
-            judged.output_reasons.join(",")
+            judged
+                .output_reasons
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
         ));
     }
     line

@@ -27,7 +27,7 @@ pub struct Judged {
     /// The payload invariant broken, for a rejection.
     pub invariant: Option<&'static str>,
     /// The output contract's reasons, for an invalid answer.
-    pub output_reasons: Vec<&'static str>,
+    pub output_reasons: Vec<crate::contract::Reason>,
     /// What the client would receive: the body (a rejection's error body,
     /// or a stream ending with its error event).
     #[serde(skip)]

@@ -515,11 +515,11 @@ pub(crate) fn output_invalid(
     task: &str,
     client: Option<&str>,
     request_id: &HeaderValue,
-    reasons: &[&'static str],
+    reasons: &[crate::contract::Reason],
 ) {
     let client = client.unwrap_or(UNKNOWN_CLIENT);
     for reason in reasons {
-        counter!(MODEL_INVALID_OUTPUT_TOTAL, "task" => task.to_string(), "reason" => *reason,
+        counter!(MODEL_INVALID_OUTPUT_TOTAL, "task" => task.to_string(), "reason" => reason.as_str(),
             "client" => client.to_string())
         .increment(1);
     }
@@ -527,7 +527,7 @@ pub(crate) fn output_invalid(
         request_id = request_id.to_str().unwrap_or("-"),
         task,
         client,
-        reasons = %reasons.join(","),
+        reasons = %crate::contract::joined(reasons),
         "model output invalid"
     );
 }

@@ -71,7 +71,7 @@ pub(crate) struct Capture {
     /// The broken invariant (rejected), or the fault that cut the stream.
     pub(crate) invariant: Option<&'static str>,
     /// The reasons the answer was invalid (none when it was valid).
-    pub(crate) reasons: Vec<&'static str>,
+    pub(crate) reasons: Vec<crate::contract::Reason>,
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,

@@ -31,25 +31,119 @@ pub(crate) use tools::{
 };
 pub(crate) use tools::{ToolSpec, Tools};
 
-/// Why an answer is unusable: the `reason` label, a fixed set.
-pub(crate) const REASONS: &[&str] = &[
-    "invalid_json",
-    "schema_violation",
-    "enum_violation",
-    "field_name_echo",
-    "placeholder",
-    "too_short",
-    "too_long",
-    "citation_missing",
-    "citation_unknown",
-    "quote_ungrounded",
-    "truncated",
-    "refusal",
-    "tool_unknown",
-    "tool_arguments_invalid_json",
-    "tool_arguments_not_object",
-    "tool_arguments_schema",
-];
+/// Why an answer (or a tool call) is unusable: the `reason` label of
+/// `probity_model_invalid_output_total`, `probity-output-reason`, the
+/// span's `probity.output.reasons` and a capture's `reasons`. A verdict
+/// lists its reasons in this order, each once; the tool calls' come last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// `invalid_json`.
+    InvalidJson,
+    /// `schema_violation`.
+    SchemaViolation,
+    /// `enum_violation`.
+    EnumViolation,
+    /// `field_name_echo`.
+    FieldNameEcho,
+    /// `placeholder`.
+    Placeholder,
+    /// `too_short`.
+    TooShort,
+    /// `too_long`.
+    TooLong,
+    /// `citation_missing`.
+    CitationMissing,
+    /// `citation_unknown`.
+    CitationUnknown,
+    /// `quote_ungrounded`.
+    QuoteUngrounded,
+    /// `truncated`.
+    Truncated,
+    /// `refusal`.
+    Refusal,
+    /// `tool_unknown`.
+    ToolUnknown,
+    /// `tool_arguments_invalid_json`.
+    ToolArgumentsInvalidJson,
+    /// `tool_arguments_not_object`.
+    ToolArgumentsNotObject,
+    /// `tool_arguments_schema`.
+    ToolArgumentsSchema,
+}
+
+impl Reason {
+    /// Every reason, in verdict order.
+    pub const ALL: [Reason; 16] = [
+        Reason::InvalidJson,
+        Reason::SchemaViolation,
+        Reason::EnumViolation,
+        Reason::FieldNameEcho,
+        Reason::Placeholder,
+        Reason::TooShort,
+        Reason::TooLong,
+        Reason::CitationMissing,
+        Reason::CitationUnknown,
+        Reason::QuoteUngrounded,
+        Reason::Truncated,
+        Reason::Refusal,
+        Reason::ToolUnknown,
+        Reason::ToolArgumentsInvalidJson,
+        Reason::ToolArgumentsNotObject,
+        Reason::ToolArgumentsSchema,
+    ];
+
+    /// Its label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::InvalidJson => "invalid_json",
+            Reason::SchemaViolation => "schema_violation",
+            Reason::EnumViolation => "enum_violation",
+            Reason::FieldNameEcho => "field_name_echo",
+            Reason::Placeholder => "placeholder",
+            Reason::TooShort => "too_short",
+            Reason::TooLong => "too_long",
+            Reason::CitationMissing => "citation_missing",
+            Reason::CitationUnknown => "citation_unknown",
+            Reason::QuoteUngrounded => "quote_ungrounded",
+            Reason::Truncated => "truncated",
+            Reason::Refusal => "refusal",
+            Reason::ToolUnknown => "tool_unknown",
+            Reason::ToolArgumentsInvalidJson => "tool_arguments_invalid_json",
+            Reason::ToolArgumentsNotObject => "tool_arguments_not_object",
+            Reason::ToolArgumentsSchema => "tool_arguments_schema",
+        }
+    }
+
+    /// A tool call's reason, not the answer's.
+    pub fn of_a_tool_call(self) -> bool {
+        self >= Reason::ToolUnknown
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl serde::Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// The labels of `reasons`, comma-separated (`probity-output-reason`, the
+/// stream's verdict comment, the log line).
+pub(crate) fn joined(reasons: &[Reason]) -> String {
+    let labels: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
+    labels.join(",")
+}
 
 /// Strings that stand in for an answer rather than being one.
 const PLACEHOLDERS: &[&str] = &[
@@ -148,8 +242,8 @@ pub struct Contract {
 /// The verdict on a response's answers.
 #[derive(Debug, Default, PartialEq)]
 pub struct OutputVerdict {
-    /// Every reason found, in the order of [`REASONS`], each once.
-    pub reasons: Vec<&'static str>,
+    /// Every reason found, in [`Reason`]'s order, each once.
+    pub reasons: Vec<Reason>,
     /// One sentence per finding, for the degraded answer.
     pub sentences: Vec<String>,
 }
@@ -160,7 +254,7 @@ impl OutputVerdict {
         self.reasons.is_empty()
     }
 
-    fn add(&mut self, reason: &'static str, sentence: String) {
+    fn add(&mut self, reason: Reason, sentence: String) {
         if !self.reasons.contains(&reason) {
             self.reasons.push(reason);
             self.sentences.push(sentence);
@@ -168,12 +262,12 @@ impl OutputVerdict {
     }
 
     fn sort(&mut self) {
-        let mut pairs: Vec<(&'static str, String)> = self
+        let mut pairs: Vec<(Reason, String)> = self
             .reasons
             .drain(..)
             .zip(self.sentences.drain(..))
             .collect();
-        pairs.sort_by_key(|(r, _)| REASONS.iter().position(|x| x == r));
+        pairs.sort_by_key(|(r, _)| *r);
         for (reason, sentence) in pairs {
             self.reasons.push(reason);
             self.sentences.push(sentence);
@@ -242,12 +336,7 @@ impl Contract {
             .config
             .as_ref()
             .is_some_and(|c| c.on_invalid == OnInvalid::Degrade);
-        degrade
-            && !verdict.valid()
-            && !verdict
-                .reasons
-                .iter()
-                .any(|r| tools::TOOL_REASONS.contains(r))
+        degrade && !verdict.valid() && !verdict.reasons.iter().any(|r| r.of_a_tool_call())
     }
 
     /// How many of `calls` are judged as calls (the forced tool's are the
@@ -287,7 +376,7 @@ impl Contract {
                 .filter(|a| !beside_calls || a.content.is_some_and(has_content))
                 .collect();
             if answers.is_empty() && !beside_calls {
-                verdict.add("invalid_json", "the response holds no answer".into());
+                verdict.add(Reason::InvalidJson, "the response holds no answer".into());
             }
             for answer in answers {
                 self.judge_one(answer, &mut verdict);
@@ -364,14 +453,17 @@ impl Contract {
         verdict: &mut OutputVerdict,
     ) {
         if truncated {
-            verdict.add("truncated", "the model stopped at the length limit".into());
+            verdict.add(
+                Reason::Truncated,
+                "the model stopped at the length limit".into(),
+            );
         }
         if refusal {
-            verdict.add("refusal", "the model refused".into());
+            verdict.add(Reason::Refusal, "the model refused".into());
         }
         let Some(value) = value else {
             verdict.add(
-                "invalid_json",
+                Reason::InvalidJson,
                 "the answer is not exactly one JSON value".into(),
             );
             return;
@@ -417,13 +509,13 @@ impl Contract {
             let folded = text.trim().to_lowercase();
             if names.contains(&folded) {
                 verdict.add(
-                    "field_name_echo",
+                    Reason::FieldNameEcho,
                     format!("answer repeats the schema field name \"{}\"", text.trim()),
                 );
             }
             if PLACEHOLDERS.contains(&folded.as_str()) || extra.contains(&folded) {
                 verdict.add(
-                    "placeholder",
+                    Reason::Placeholder,
                     format!("answer is the placeholder \"{}\"", text.trim()),
                 );
             }
@@ -436,7 +528,7 @@ impl Contract {
             let chars = text.trim().chars().count();
             if chars < config.min_chars {
                 verdict.add(
-                    "too_short",
+                    Reason::TooShort,
                     format!(
                         "{pointer} has {chars} characters, fewer than {}",
                         config.min_chars
@@ -444,7 +536,7 @@ impl Contract {
                 );
             } else if chars > config.max_chars {
                 verdict.add(
-                    "too_long",
+                    Reason::TooLong,
                     format!(
                         "{pointer} has {chars} characters, more than {}",
                         config.max_chars
@@ -464,12 +556,12 @@ impl Contract {
             .map(|ids| ids.iter().map(id_text).collect())
             .unwrap_or_default();
         if cited.is_empty() && citations.required {
-            verdict.add("citation_missing", "answer cites no source".into());
+            verdict.add(Reason::CitationMissing, "answer cites no source".into());
         }
         for id in &cited {
             if !self.sources.iter().any(|(known, _)| known == id) {
                 verdict.add(
-                    "citation_unknown",
+                    Reason::CitationUnknown,
                     format!("answer cites \"{id}\", which is not a supplied source"),
                 );
             }
@@ -492,7 +584,7 @@ impl Contract {
             let quote = quote.as_str().map(fold).unwrap_or_default();
             if !cited_texts.iter().any(|text| text.contains(&quote)) || quote.is_empty() {
                 verdict.add(
-                    "quote_ungrounded",
+                    Reason::QuoteUngrounded,
                     "answer quotes text found in no cited source".into(),
                 );
             }
@@ -638,7 +730,7 @@ mod tests {
         {"id": "s1", "text": "Rayleigh scattering   makes the sky\nblue."},
         {"id": "s2", "text": "Sunsets are red."}]}"#;
 
-    fn reasons(answer: &str) -> Vec<&'static str> {
+    fn reasons(answer: &str) -> Vec<Reason> {
         let cache = SchemaCache::new(4);
         let config = grounded();
         let contract = Contract::resolve(

@@ -40,11 +40,11 @@ impl Compiled {
             match error.kind() {
                 ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => verdict
                     .add(
-                        "enum_violation",
+                        super::Reason::EnumViolation,
                         format!("{at} is not one of the allowed values"),
                     ),
                 _ => verdict.add(
-                    "schema_violation",
+                    super::Reason::SchemaViolation,
                     format!("{at} does not satisfy the schema: {error}"),
                 ),
             }

@@ -13,16 +13,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Compiled, OutputVerdict, SchemaCache};
+use super::{Compiled, OutputVerdict, Reason, SchemaCache};
 use crate::json::Object;
-
-/// The reasons of a tool call, in verdict order (after the answer's).
-pub(crate) const TOOL_REASONS: &[&str] = &[
-    "tool_unknown",
-    "tool_arguments_invalid_json",
-    "tool_arguments_not_object",
-    "tool_arguments_schema",
-];
 
 /// How many calls of a response are named in the verdict's sentences:
 /// the counters get every reason, a sentence need not list a hundred calls.
@@ -117,7 +109,7 @@ impl Tools {
         }
     }
 
-    fn judge_one(&self, call: &Call, found: &mut Vec<(&'static str, String)>) {
+    fn judge_one(&self, call: &Call, found: &mut Vec<(Reason, String)>) {
         let tool = call
             .name
             .as_ref()
@@ -127,7 +119,7 @@ impl Tools {
                 Some(name) => format!("\"{name}\" is not a declared tool"),
                 None => "it names no tool".into(),
             };
-            found.push(("tool_unknown", finding));
+            found.push((Reason::ToolUnknown, finding));
         }
         let value = match &call.arguments {
             Arguments::Text(text) | Arguments::Json(text) => {
@@ -135,7 +127,7 @@ impl Tools {
                     Ok(value) => value,
                     Err(_) => {
                         let finding = "its arguments are not exactly one JSON value".into();
-                        return found.push(("tool_arguments_invalid_json", finding));
+                        return found.push((Reason::ToolArgumentsInvalidJson, finding));
                     }
                 }
             }
@@ -143,11 +135,11 @@ impl Tools {
         };
         if !value.is_object() {
             let finding = "its arguments are not a JSON object".into();
-            return found.push(("tool_arguments_not_object", finding));
+            return found.push((Reason::ToolArgumentsNotObject, finding));
         }
         if let Some((_, Some(schema))) = tool {
             if let Some(failure) = schema.first_failure(&value) {
-                found.push(("tool_arguments_schema", failure));
+                found.push((Reason::ToolArgumentsSchema, failure));
             }
         }
     }
@@ -298,7 +290,7 @@ mod tests {
         Tools::compile(declared, &SchemaCache::new(4))
     }
 
-    fn reasons(name: &str, arguments: Arguments) -> Vec<&'static str> {
+    fn reasons(name: &str, arguments: Arguments) -> Vec<Reason> {
         let mut verdict = OutputVerdict::default();
         let call = Call {
             name: Some(name.into()),

@@ -55,7 +55,7 @@ impl Findings {
     }
 
     /// The reasons of an invalid answer (none when it was valid).
-    pub(crate) fn reasons(&self) -> &[&'static str] {
+    pub(crate) fn reasons(&self) -> &[crate::contract::Reason] {
         match &self.output {
             Some((_, verdict)) if !verdict.valid() => &verdict.reasons,
             _ => &[],

@@ -297,7 +297,7 @@ impl StreamJudge {
         } else {
             format!(
                 ": probity-output invalid reason={}\n\n",
-                verdict.reasons.join(",")
+                crate::contract::joined(&verdict.reasons)
             )
         };
         self.findings.output = Some((contract.task.clone(), verdict));

@@ -37,7 +37,10 @@ pub(super) fn announce(headers: &mut HeaderMap, findings: &Findings, record: &Re
         let valid = verdict.valid();
         let value = HeaderValue::from_static(if valid { "valid" } else { "invalid" });
         headers.insert(PROBITY_OUTPUT, value);
-        if let (false, Ok(reasons)) = (valid, HeaderValue::try_from(verdict.reasons.join(","))) {
+        if let (false, Ok(reasons)) = (
+            valid,
+            HeaderValue::try_from(crate::contract::joined(&verdict.reasons)),
+        ) {
             headers.insert(PROBITY_OUTPUT_REASON, reasons);
         }
     }

@@ -147,7 +147,7 @@ pub(crate) struct Judged<'a> {
     pub(crate) tokens: &'a [(&'static str, u64)],
     pub(crate) pointers: &'a [String],
     pub(crate) invariant: Option<&'static str>,
-    pub(crate) reasons: &'a [&'static str],
+    pub(crate) reasons: &'a [crate::contract::Reason],
     pub(crate) response_model: Option<&'a str>,
     pub(crate) response_id: Option<&'a str>,
 }
@@ -309,7 +309,7 @@ impl RequestSpan {
             if !judged.reasons.is_empty() {
                 a.push(KeyValue::new(
                     "probity.output.reasons",
-                    strings(judged.reasons.iter().copied()),
+                    strings(judged.reasons.iter().map(|r| r.as_str())),
                 ));
             }
             if let Some(model) = judged.response_model {

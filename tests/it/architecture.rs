@@ -349,3 +349,18 @@ fn the_readme_names_every_metric_error_type_key_and_invariant() {
     }
     assert!(missing.is_empty(), "not in README.md: {missing:?}");
 }
+
+/// Every reason an answer or a tool call can be invalid for, and every
+/// outcome, is in the README: read from the types themselves, not from the
+/// source text.
+#[test]
+fn the_readme_names_every_reason() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let missing: Vec<&str> = probity::contract::Reason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .filter(|r| !readme.contains(&format!("`{r}`")))
+        .collect();
+    assert!(missing.is_empty(), "the README does not name {missing:?}");
+}
