@@ -94,6 +94,18 @@ pub fn judge(
     Ok(judged.unwrap_or_else(|| whole(route, endpoint, &request, response, &contracts)))
 }
 
+/// Where an error is worded: as on the route, under the request id
+/// `offline`.
+fn answering<'a>(route: &'a Route, id: &'a HeaderValue, mid_stream: bool) -> Answering<'a> {
+    Answering {
+        route: Some(&route.name),
+        request_id: id,
+        envelope: route.dialect.error_envelope(),
+        retry_invalid: route.retry_invalid,
+        mid_stream,
+    }
+}
+
 /// A document, judged as the proxy judges a whole answer.
 fn whole(
     route: &Route,
@@ -115,13 +127,7 @@ fn whole(
         Verdict::Reject(violation) => {
             let invariant = violation.invariant;
             let id = HeaderValue::from_static("offline");
-            let at = Answering {
-                route: Some(&route.name),
-                request_id: &id,
-                envelope: route.dialect.error_envelope(),
-                retry_invalid: route.retry_invalid,
-                mid_stream: false,
-            };
+            let at = answering(route, &id, false);
             let body = ProxyError::InvalidResponse(violation)
                 .respond(&at)
                 .into_body();
@@ -178,13 +184,7 @@ fn streamed(
     }
     if let Err(violation) = judged {
         let id = HeaderValue::from_static("offline");
-        let at = Answering {
-            route: Some(&route.name),
-            request_id: &id,
-            envelope: route.dialect.error_envelope(),
-            retry_invalid: route.retry_invalid,
-            mid_stream: true,
-        };
+        let at = answering(route, &id, true);
         let error = ProxyError::InvalidResponse(violation).error_object(&at);
         out.extend_from_slice(&judge.end_with(&error));
     }

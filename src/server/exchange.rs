@@ -122,12 +122,19 @@ enum Plan<'a> {
     /// An endpoint the dialect does not inspect: streamed through both
     /// ways, never held.
     Passthrough(Incoming),
-    /// A batch larger than the route's `max_batch_inputs`: sent as chunks
-    /// and stitched (`chunks`).
-    Chunked(Inspect, BatchSpec, Vec<Bytes>),
-    /// Sent as it came, its answer judged: read whole or judged event by
-    /// event, as the request asked (`inspected`).
-    Inspected(Inspect, Reading),
+    /// Inspected: its answer judged (`inspected`), sent as it came or in
+    /// chunks.
+    Inspected(Inspect, Sending),
+}
+
+/// How an inspected request goes upstream.
+enum Sending {
+    /// A batch larger than the route's `max_batch_inputs`: as chunks,
+    /// their answers stitched (`chunks`).
+    Chunked(BatchSpec, Vec<Bytes>),
+    /// As it came, its answer read whole or judged event by event, as the
+    /// request asked.
+    One(Reading),
 }
 
 /// An inspected request's endpoint and body (read whole: inspection needs
@@ -166,19 +173,9 @@ async fn exchange(
         Plan::Passthrough(body) => {
             return passthrough(route, &parts, rest, body, record, shared).await
         }
-        Plan::Chunked(inspect, spec, bodies) => {
-            let call = Call::new(
-                shared,
-                route,
-                &parts,
-                (rest, &path),
-                (inspect.endpoint, &inspect.body),
-            );
-            return chunks::send(&call, spec, bodies, record).await;
-        }
-        Plan::Inspected(inspect, reading) => (inspect, reading),
+        Plan::Inspected(inspect, sending) => (inspect, sending),
     };
-    let (inspect, reading) = inspect;
+    let (inspect, sending) = inspect;
     let call = Call::new(
         shared,
         route,
@@ -186,6 +183,10 @@ async fn exchange(
         (rest, &path),
         (inspect.endpoint, &inspect.body),
     );
+    let reading = match sending {
+        Sending::Chunked(spec, bodies) => return chunks::send(&call, spec, bodies, record).await,
+        Sending::One(reading) => reading,
+    };
     let upstream_request =
         call.upstream_request(inspect.body.clone().into(), &record.request_id)?;
     let traced = record.span.as_deref().map(Traced::request);
@@ -250,8 +251,8 @@ async fn plan<'a>(
     };
     let inspect = Inspect { endpoint, body };
     Ok(match split {
-        Some((spec, bodies)) => Plan::Chunked(inspect, spec, bodies),
-        None => Plan::Inspected(inspect, reading),
+        Some((spec, bodies)) => Plan::Inspected(inspect, Sending::Chunked(spec, bodies)),
+        None => Plan::Inspected(inspect, Sending::One(reading)),
     })
 }
 
