@@ -470,7 +470,7 @@ impl Events {
                     self.gather_item(event, &item, kind == "response.output_item.done");
                 }
             }
-            "response.function_call_arguments.delta" => {
+            "response.function_call_arguments.delta" if self.calls.is_some() => {
                 let delta = event.present("delta").and_then(|d| d.string());
                 if let (Some(key), Some(delta), Some(calls)) =
                     (self.call_key(event), delta, &mut self.calls)
@@ -478,7 +478,7 @@ impl Events {
                     calls.append(key, &delta);
                 }
             }
-            "response.function_call_arguments.done" => {
+            "response.function_call_arguments.done" if self.calls.is_some() => {
                 let arguments = event.present("arguments").and_then(|a| a.string());
                 if let (Some(key), Some(arguments), Some(calls)) =
                     (self.call_key(event), arguments, &mut self.calls)
@@ -494,17 +494,17 @@ impl Events {
     /// A `function_call` item starts (its name, and what `arguments` holds
     /// already) or is done (its whole `arguments`).
     fn gather_item(&mut self, event: &Object<'_>, item: &Object<'_>, done: bool) {
-        let Some(key) = event.get("output_index").and_then(|i| i.count()) else {
-            return;
+        let (Some(calls), Some(key)) = (
+            &mut self.calls,
+            event.get("output_index").and_then(|i| i.count()),
+        ) else {
+            return; // no tools declared: no call is judged
         };
         if let Some(id) = item.get("id").and_then(|i| i.string()) {
             if !self.items.iter().any(|(known, _)| *known == *id) {
                 self.items.push((id.into_owned(), key));
             }
         }
-        let Some(calls) = &mut self.calls else {
-            return;
-        };
         let name = crate::contract::name_of(item);
         let arguments = item.get("arguments").and_then(|a| a.string());
         match (done, arguments) {

@@ -216,14 +216,9 @@ async fn an_unknown_family_passes_uninspected_and_is_counted() {
 /// `InvalidEndpointConfigurationError`; see the README.)
 #[tokio::test]
 async fn boto3_invoke_model_embeddings() {
-    let installed = std::process::Command::new("python3")
-        .args(["-c", "import boto3"])
-        .status()
-        .is_ok_and(|s| s.success());
-    let missing: &[&str] = if installed { &[] } else { &["boto3"] };
     if !can_run(
         "boto3_invoke_model_embeddings",
-        missing,
+        &missing_python(&["boto3"]),
         "python3 -m pip install boto3",
     ) {
         return;

@@ -162,14 +162,9 @@ async fn a_bad_crc_or_a_cut_frame_ends_the_stream_with_probitys_exception_frame(
 /// `EventStreamError` with probity's message.
 #[tokio::test]
 async fn boto3_converse_stream_through_probity() {
-    let installed = std::process::Command::new("python3")
-        .args(["-c", "import boto3"])
-        .status()
-        .is_ok_and(|s| s.success());
-    let missing: &[&str] = if installed { &[] } else { &["boto3"] };
     if !can_run(
         "boto3_converse_stream_through_probity",
-        missing,
+        &missing_python(&["boto3"]),
         "python3 -m pip install boto3",
     ) {
         return;
@@ -271,14 +266,9 @@ async fn the_js_sdk_converses_through_probity() {
 /// default, not probity's coercion). Pinned here, so a change shows.
 #[tokio::test]
 async fn langchain_chat_bedrock_converse_through_probity() {
-    let installed = std::process::Command::new("python3")
-        .args(["-c", "import langchain_aws"])
-        .status()
-        .is_ok_and(|s| s.success());
-    let missing: &[&str] = if installed { &[] } else { &["langchain-aws"] };
     if !can_run(
         "langchain_chat_bedrock_converse_through_probity",
-        missing,
+        &missing_python(&["langchain_aws"]),
         "python3 -m pip install langchain-aws",
     ) {
         return;
