@@ -24,6 +24,7 @@ use std::io::Write;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use crate::support::eventstream::event;
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -45,7 +46,26 @@ const BLOCKED_OTHER: &[(&str, &str, &str)] = &[(
 
 /// The cases whose answer breaks a payload invariant.
 fn rejects(case: &str) -> bool {
-    matches!(case, "reject" | "retry-default" | "retry-advised")
+    matches!(
+        case,
+        "reject" | "retry-default" | "retry-advised" | "retry-legacy" | "retry-off"
+    )
+}
+
+/// The case a request asks for: its `model`, or on Bedrock, which names
+/// the model in the path, the model id's version (after its last `:`,
+/// which the SDKs send as `%3A`): `anthropic.claude-3-haiku-20240307-v1:figure`.
+fn case_of(request: &Recorded) -> String {
+    bedrock_case(&request.target).unwrap_or_else(|| {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        body["model"].as_str().unwrap_or_default().to_string()
+    })
+}
+
+fn bedrock_case(target: &str) -> Option<String> {
+    let (id, _operation) = target.strip_prefix("/bedrock/model/")?.rsplit_once('/')?;
+    let id = id.replace("%3A", ":");
+    id.rsplit(':').next().map(str::to_string)
 }
 
 /// A valid body with one edit: `from` must be in it (once is enough).
@@ -74,6 +94,9 @@ fn inputs(request: &Value, field: &str) -> usize {
 /// Every provider the SDKs speak, on one server: the path picks the
 /// provider, the request's `model` the case.
 fn provider(request: &Recorded) -> Reply {
+    if let Some(case) = bedrock_case(&request.target) {
+        return bedrock(&request.target, &case);
+    }
     let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
     let case = body["model"].as_str().unwrap_or_default();
     let streamed = body["stream"] == true;
@@ -553,10 +576,161 @@ fn voyage_rerank(case: &str) -> String {
     }
 }
 
+/// Bedrock Runtime: Converse's JSON, ConverseStream's event frames, and
+/// InvokeModel's model bodies with Bedrock's `x-amzn-bedrock-*` figures.
+fn bedrock(target: &str, case: &str) -> Reply {
+    let (model, operation) = target.rsplit_once('/').unwrap_or_default();
+    match operation {
+        "converse" => Reply::json(200, bedrock_converse(case)),
+        "converse-stream" => Reply::stream(
+            "application/vnd.amazon.eventstream",
+            bedrock_converse_stream(case),
+        ),
+        "invoke" if model.contains("amazon.titan-embed-text-v2") => {
+            let latency = if case == "header" { "-4" } else { "212" };
+            invoke_reply(titan_embed(case), "7", latency)
+        }
+        "invoke" if model.contains("cohere.embed-") => {
+            let input = if case == "header" { "7.0" } else { "7" };
+            invoke_reply(bedrock_cohere_embed(case), input, "212")
+        }
+        _ => Reply::json(404, format!(r#"{{"message": "no {target} here"}}"#))
+            .header("x-amzn-errortype", "UnknownOperationException"),
+    }
+}
+
+/// InvokeModel's answer: the model's own body, Bedrock's figures in headers.
+fn invoke_reply(body: String, input_tokens: &str, latency: &str) -> Reply {
+    Reply::json(200, body)
+        .header("x-amzn-bedrock-input-token-count", input_tokens)
+        .header("x-amzn-bedrock-invocation-latency", latency)
+}
+
+/// A Converse answer (tests/fixtures/bedrock/gen_converse_pass).
+const BEDROCK_CONVERSE: &str = r#"{"output":{"message":{"role":"assistant","content":[{"text":"Hello! How can I help you today?"}]}},"stopReason":"end_turn","usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21},"metrics":{"latencyMs":412}}"#;
+
+fn bedrock_converse(case: &str) -> String {
+    let body = BEDROCK_CONVERSE;
+    match case {
+        "figure" => edit(body, r#""inputTokens":12"#, r#""inputTokens":"12""#),
+        // `usage` and `metrics` are required: no sound figure left in either.
+        "collapse" => edit(
+            body,
+            r#""usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21},"metrics":{"latencyMs":412}"#,
+            r#""usage":{"inputTokens":"12","outputTokens":-9,"totalTokens":2.1e1},"metrics":{"latencyMs":"412"}"#,
+        ),
+        // A ContentBlock is a union: two members in one block
+        // (tests/fixtures/bedrock/gen_converse_block_two_members).
+        case if rejects(case) => edit(
+            body,
+            r#"{"text":"Hello! How can I help you today?"}"#,
+            r#"{"text":"Hello!","toolUse":{"toolUseId":"tooluse_kZJMlvQmRJ6eAyJE5GIl7Q","name":"get_weather","input":{}}}"#,
+        ),
+        _ => body.to_string(),
+    }
+}
+
+/// A ConverseStream answer, one event frame per write but the third, split
+/// in two; each payload padded with `p` as Bedrock pads it.
+fn bedrock_converse_stream(case: &str) -> Vec<Part> {
+    let usage = r#""usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}"#;
+    let metadata = format!(r#"{{"metrics":{{"latencyMs":412}},"p":"abc",{usage}}}"#);
+    let metadata = match case {
+        "figure" => edit(&metadata, r#""inputTokens":12"#, r#""inputTokens":"12""#),
+        "collapse" => edit(
+            &metadata,
+            r#"{"metrics":{"latencyMs":412},"p":"abc","usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}}"#,
+            r#"{"metrics":{"latencyMs":-412},"p":"abc","usage":{"inputTokens":"12","outputTokens":9.5,"totalTokens":"21"}}"#,
+        ),
+        _ => metadata,
+    };
+    // The second delta names no block.
+    let second = match case {
+        "reject" => r#"{"delta":{"text":" How can I help?"},"p":"ab"}"#,
+        _ => r#"{"contentBlockIndex":0,"delta":{"text":" How can I help?"},"p":"ab"}"#,
+    };
+    let mut frames = vec![
+        event("messageStart", r#"{"p":"abcd","role":"assistant"}"#),
+        event(
+            "contentBlockDelta",
+            r#"{"contentBlockIndex":0,"delta":{"text":"Hello!"},"p":"abcdef"}"#,
+        ),
+        event("contentBlockDelta", second),
+        event(
+            "contentBlockStop",
+            r#"{"contentBlockIndex":0,"p":"abcdefgh"}"#,
+        ),
+        event(
+            "messageStop",
+            r#"{"p":"abcdefghij","stopReason":"end_turn"}"#,
+        ),
+        event("metadata", &metadata),
+    ];
+    if case == "reject-frame" {
+        // The second delta's message CRC is wrong.
+        if let Some(byte) = frames[2].last_mut() {
+            *byte ^= 0x5a;
+        }
+    }
+    let third = frames.remove(2);
+    let (head, tail) = third.split_at(7);
+    let mut parts: Vec<Part> = frames.into_iter().map(|f| part(Before::Now, f)).collect();
+    parts.insert(2, part(Before::Now, tail.to_vec()));
+    parts.insert(2, part(Before::Now, head.to_vec()));
+    parts
+}
+
+/// Titan Text Embeddings v2's 256 dimensions, exact in float32.
+fn titan_vector() -> Vec<f32> {
+    (0..=255u8)
+        .map(|i| (f32::from(i) - 128.0) / 512.0)
+        .collect()
+}
+
+fn titan_embed(case: &str) -> String {
+    let mut values = titan_vector();
+    if rejects(case) {
+        // 256 asked: one short is a dimension mismatch.
+        values.pop();
+    }
+    let body = format!(
+        r#"{{"embedding":{},"inputTextTokenCount":7}}"#,
+        vector(&values, false)
+    );
+    match case {
+        "figure" => edit(
+            &body,
+            r#""inputTextTokenCount":7"#,
+            r#""inputTextTokenCount":"7""#,
+        ),
+        _ => body,
+    }
+}
+
+/// Cohere Embed on Bedrock: Cohere's v1 body, no `meta` (Bedrock counts in
+/// its headers).
+const BEDROCK_COHERE_EMBED: &str = r#"{"embeddings":[[-0.02550791,0.08440178,0.07503259,0.07593699,0.05890679,0.0246976,-0.0368792,0.05988022],[-0.11585804,-0.01713478,0.02128788,0.0400487,-0.07546668,0.03265419,0.06174331,-0.01665946]],"id":"5b8c0a9e-6f2d-4c1b-9e7a-3d2f1c0b8a76","response_type":"embeddings_floats","texts":["hello","goodbye"]}"#;
+
+fn bedrock_cohere_embed(case: &str) -> String {
+    let body = BEDROCK_COHERE_EMBED;
+    match case {
+        "id" => edit(body, "5b8c0a9e-6f2d-4c1b-9e7a-3d2f1c0b8a76", ""),
+        // One vector for two texts.
+        "reject" => edit(
+            body,
+            ",[-0.11585804,-0.01713478,0.02128788,0.0400487,-0.07546668,0.03265419,0.06174331,-0.01665946]",
+            "",
+        ),
+        _ => body.to_string(),
+    }
+}
+
 // ---------------------------------------------------------------- probity and the scripts
 
 /// The fake providers behind one probity, with a route per dialect, and for
 /// openai and anthropic a second route with `retry_invalid_response = true`.
+/// The Bedrock route holds a Bedrock API key, as the README advises: the
+/// SDKs sign with dummy credentials, and probity sends its key instead.
 struct Session {
     upstream: Upstream,
     probity: Probity,
@@ -587,21 +761,54 @@ impl Session {
             route("ollama", "/ollama", &at("ollama"), "ollama", ""),
             route("cohere", "/cohere", &at("cohere"), "cohere", ""),
             route("voyage", "/voyage", &at("voyage"), "voyage", ""),
+            route(
+                "bedrock",
+                "/bedrock",
+                &at("bedrock"),
+                "bedrock",
+                "api_key_env = \"PROBITY_TEST_BEDROCK_KEY\"",
+            ),
         ]
         .concat();
-        let probity = Probity::start(&config("", &routes));
+        let probity = Probity::start_with_env(
+            &config("", &routes),
+            &[("PROBITY_TEST_BEDROCK_KEY", BEDROCK_KEY)],
+        );
         Self { upstream, probity }
     }
 
-    /// How many requests asking for `model` reached the upstream.
-    fn calls(&self, model: &str) -> usize {
+    /// How many requests asking for `case` reached the upstream.
+    fn calls(&self, case: &str) -> usize {
         self.upstream
             .requests()
             .iter()
-            .filter(|r| {
-                serde_json::from_slice::<Value>(&r.body).unwrap_or_default()["model"] == model
-            })
+            .filter(|r| case_of(r) == case)
             .count()
+    }
+
+    /// Every Bedrock request reached the upstream with the route's key and
+    /// none of the SDK's own SigV4 signature.
+    fn bedrock_signed_by_the_route(&self) {
+        let requests = self.upstream.requests();
+        let bedrock: Vec<&Recorded> = requests
+            .iter()
+            .filter(|r| r.target.starts_with("/bedrock/"))
+            .collect();
+        assert!(
+            !bedrock.is_empty(),
+            "no Bedrock request reached the upstream"
+        );
+        for request in bedrock {
+            let target = &request.target;
+            assert_eq!(
+                request.header("authorization"),
+                Some(format!("Bearer {BEDROCK_KEY}").as_str()),
+                "{target}"
+            );
+            for signed in ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"] {
+                assert_eq!(request.header(signed), None, "{signed} reached {target}");
+            }
+        }
     }
 
     /// Runs `command` (a script of rows) against probity.
@@ -631,10 +838,13 @@ impl Session {
     }
 }
 
+/// The Bedrock route's API key (its `api_key_env`).
+const BEDROCK_KEY: &str = "bedrock-api-key-0123";
 const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdks");
 /// How the Python SDKs are installed (.ci/run).
 const PIP: &str =
-    "python3 -m pip install openai anthropic ollama cohere voyageai langchain-openai openai-agents";
+    "python3 -m pip install openai anthropic ollama cohere voyageai langchain-openai \
+     openai-agents boto3 langchain-aws";
 /// How the Node SDKs are installed (.ci/run), at the versions pinned there.
 const NPM: &str = "npm ci --prefix tests/sdks/node";
 /// Longer than any script takes: past it, the script hangs.
@@ -657,7 +867,7 @@ enum Expect {
 
 /// How often a rejection reached the upstream.
 enum Calls {
-    Once,
+    Times(usize),
     MoreThanOnce,
 }
 
@@ -711,9 +921,9 @@ impl Matrix {
             );
         }
         let verdict = self.judge(name, &expect).and_then(|()| match want {
-            Calls::Once if calls == 1 => Ok(()),
+            Calls::Times(n) if calls == n => Ok(()),
             Calls::MoreThanOnce if calls > 1 => Ok(()),
-            Calls::Once => Err(format!("the upstream got it {calls} times, not once")),
+            Calls::Times(n) => Err(format!("the upstream got it {calls} times, not {n}")),
             Calls::MoreThanOnce => Err(format!("the upstream got it {calls} times: no retry")),
         });
         self.settle(name, verdict);
@@ -893,7 +1103,7 @@ fn openai_rows(m: &mut Matrix, s: &Session) {
         "chat.retry-default",
         rejected(),
         s.calls("retry-default"),
-        Calls::Once,
+        Calls::Times(1),
     );
     m.row_calls(
         "chat.retry-advised",
@@ -1013,7 +1223,7 @@ fn anthropic_rows(m: &mut Matrix, s: &Session, stream_error: &'static str) {
         "message.retry-default",
         rejected(),
         s.calls("retry-default"),
-        Calls::Once,
+        Calls::Times(1),
     );
     m.row_calls(
         "message.retry-advised",
@@ -1132,6 +1342,52 @@ fn cohere_rows(m: &mut Matrix, error: &'static str) {
     m.row(
         "rerank.reject",
         Expect::Raised(error, "rerank_index_out_of_range"),
+    );
+}
+
+/// Bedrock Converse's rows, whole and streamed, the same in boto3 and the
+/// JS SDK but for the classes of their errors. `usage` and `metrics` are
+/// required records: with no sound figure left they keep their objects,
+/// which the apps read unguarded, every figure absent.
+fn bedrock_converse_rows(m: &mut Matrix, error: &'static str, stream_error: &'static str) {
+    let usage = |input: Value, output: Value, total: Value| json!({"inputTokens": input, "outputTokens": output, "totalTokens": total});
+    let sound = usage(json!(12), json!(9), json!(21));
+    let figure = usage(json!(null), json!(9), json!(21));
+    let none = usage(json!(null), json!(null), json!(null));
+    let whole = |usage: &Value, latency: Value| {
+        Expect::Seen(json!({
+            "text": "Hello! How can I help you today?", "stop": "end_turn",
+            "usage": usage, "latency": latency,
+        }))
+    };
+    m.row("converse.valid", whole(&sound, json!(412)));
+    m.row("converse.figure", whole(&figure, json!(412)));
+    m.row("converse.collapse", whole(&none, json!(null)));
+    m.row(
+        "converse.reject",
+        Expect::Raised(error, "content_block_invalid"),
+    );
+
+    let streamed = |usage: &Value, latency: Value| {
+        Expect::Seen(json!({
+            "events": ["messageStart", "contentBlockDelta", "contentBlockDelta",
+                       "contentBlockStop", "messageStop", "metadata"],
+            "deltas": ["Hello!", " How can I help?"], "stop": "end_turn",
+            "usage": usage, "latency": latency,
+        }))
+    };
+    m.row("converse-stream.valid", streamed(&sound, json!(412)));
+    m.row("converse-stream.figure", streamed(&figure, json!(412)));
+    m.row("converse-stream.collapse", streamed(&none, json!(null)));
+    // probity's exception frame after the first delta: the SDK raises it
+    // as the stream's own error, probity's message its text.
+    m.row(
+        "converse-stream.reject",
+        Expect::Raised(stream_error, "content_block_invalid"),
+    );
+    m.row(
+        "converse-stream.reject-frame",
+        Expect::Raised(stream_error, "event_stream_invalid"),
     );
 }
 
@@ -1340,6 +1596,121 @@ async fn python_langchain_openai() {
     m.finish();
 }
 
+/// boto3's `bedrock-runtime` client: `converse`, `converse_stream`, and
+/// `invoke_model` for Titan Text Embeddings v2 and Cohere Embed, whose
+/// bodies the app reads itself (`json.loads(reply["body"].read())`) and
+/// Bedrock's figures from the headers boto3 keeps.
+#[tokio::test]
+async fn python_boto3() {
+    let s = Session::start().await;
+    let Some(mut m) = s.python("python boto3", "bedrock_app.py", &["boto3"]).await else {
+        return;
+    };
+    bedrock_converse_rows(&mut m, "ClientError", "EventStreamError");
+
+    let invoked = |body: Value, input: Value, latency: Value| {
+        Expect::Seen(json!({"body": body, "input_token_count": input, "latency": latency}))
+    };
+    // The body as sent: the same numbers, the same text.
+    let titan: Value = serde_json::from_str(&titan_embed("valid")).unwrap();
+    let mut nulled = titan.clone();
+    nulled["inputTextTokenCount"] = Value::Null;
+    m.row(
+        "invoke-titan.valid",
+        invoked(titan.clone(), json!("7"), json!("212")),
+    );
+    m.row(
+        "invoke-titan.figure",
+        invoked(nulled, json!("7"), json!("212")),
+    );
+    // A malformed header figure is removed: the app reads it as absent.
+    m.row(
+        "invoke-titan.header",
+        invoked(titan, json!("7"), json!(null)),
+    );
+    m.row(
+        "invoke-titan.reject",
+        Expect::Raised("ClientError", "embedding_dimension_mismatch"),
+    );
+    let cohere: Value = serde_json::from_str(BEDROCK_COHERE_EMBED).unwrap();
+    let mut no_id = cohere.clone();
+    no_id["id"] = Value::Null;
+    m.row(
+        "invoke-cohere.valid",
+        invoked(cohere.clone(), json!("7"), json!("212")),
+    );
+    m.row(
+        "invoke-cohere.header",
+        invoked(cohere, json!(null), json!("212")),
+    );
+    m.row("invoke-cohere.id", invoked(no_id, json!("7"), json!("212")));
+    m.row(
+        "invoke-cohere.reject",
+        Expect::Raised("ClientError", "embedding_count_mismatch"),
+    );
+
+    // boto3 knows no `x-should-retry`: it retries any 502, in its default
+    // mode twice (`standard`, botocore's default as of 1.44, with
+    // AWS_RETRY_MODE unset), in `legacy` mode four times; with retries off
+    // (the README's advice) the corrupt answer is asked for once.
+    let rejected = || Expect::Raised("ClientError", "content_block_invalid");
+    for (case, times) in [("retry-default", 3), ("retry-legacy", 5), ("retry-off", 1)] {
+        m.row_calls(
+            &format!("converse.{case}"),
+            rejected(),
+            s.calls(case),
+            Calls::Times(times),
+        );
+    }
+    m.finish();
+    s.bedrock_signed_by_the_route();
+}
+
+/// LangChain's `ChatBedrockConverse` (boto3's `converse` and
+/// `converse_stream` underneath): the app gets LangChain's summary, which
+/// reads a count boto3 left out as 0 (LangChain's default, not a value
+/// probity made up); a rejection is boto3's own exception.
+#[tokio::test]
+async fn python_langchain_aws() {
+    let s = Session::start().await;
+    let Some(mut m) = s
+        .python(
+            "python langchain-aws",
+            "langchain_bedrock_app.py",
+            &["langchain_aws"],
+        )
+        .await
+    else {
+        return;
+    };
+    let seen = |input: u64| {
+        Expect::Seen(json!({
+            "text": "Hello! How can I help you today?",
+            "usage_metadata": {"input_tokens": input, "output_tokens": 9, "total_tokens": 21},
+        }))
+    };
+    m.row("converse.valid", seen(12));
+    m.row("converse.figure", seen(0));
+    m.row(
+        "converse.reject",
+        Expect::Raised("ClientError", "content_block_invalid"),
+    );
+    let streamed = |input: u64| {
+        Expect::Seen(json!({
+            "text": "Hello! How can I help?",
+            "usage_metadata": {"input_tokens": input, "output_tokens": 9, "total_tokens": 21},
+        }))
+    };
+    m.row("converse-stream.valid", streamed(12));
+    m.row("converse-stream.figure", streamed(0));
+    m.row(
+        "converse-stream.reject",
+        Expect::Raised("EventStreamError", "content_block_invalid"),
+    );
+    m.finish();
+    s.bedrock_signed_by_the_route();
+}
+
 // ---------------------------------------------------------------- Node
 
 #[tokio::test]
@@ -1401,4 +1772,29 @@ async fn node_cohere() {
     };
     cohere_rows(&mut m, "CohereError");
     m.finish();
+}
+
+/// The AWS SDK for JavaScript v3's `BedrockRuntimeClient`: an error code it
+/// has no class for (`provider_invalid_response`) is its service's base
+/// exception, `name` the code, `message` probity's.
+#[tokio::test]
+async fn node_bedrock() {
+    let s = Session::start().await;
+    let Some(mut m) = s
+        .node(
+            "node bedrock",
+            "bedrock_app.mjs",
+            "@aws-sdk/client-bedrock-runtime",
+        )
+        .await
+    else {
+        return;
+    };
+    bedrock_converse_rows(
+        &mut m,
+        "BedrockRuntimeServiceException",
+        "ModelStreamErrorException",
+    );
+    m.finish();
+    s.bedrock_signed_by_the_route();
 }

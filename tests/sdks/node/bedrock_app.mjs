@@ -1,14 +1,14 @@
 // The AWS SDK for JavaScript v3 through probity, the way an app on AWS
 // uses it: `BedrockRuntimeClient` with `endpoint` at probity and dummy
-// credentials (probity holds the real one), `ConverseCommand` and
-// `ConverseStreamCommand`, each once sound, once with a malformed count
-// (read as absent) and once broken (the SDK's own exception with
-// probity's message). Retries off (`maxAttempts: 1`), as probity's README
-// advises for a corrupt answer. One JSON line per row (rows.mjs).
+// credentials (the route holds the Bedrock key), `ConverseCommand` and
+// `ConverseStreamCommand`. Retries off (`maxAttempts: 1`), as probity's
+// README advises for a corrupt answer. The model id's version (after its
+// last `:`) names the case the fake upstream answers (tests/it/sdks.rs).
+// One JSON line per row (rows.mjs).
 
 import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
 
-import { PROBITY, row } from './rows.mjs';
+import { MESSAGES, PROBITY, row } from './rows.mjs';
 
 const client = new BedrockRuntimeClient({
   region: 'us-east-1',
@@ -16,39 +16,43 @@ const client = new BedrockRuntimeClient({
   credentials: { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'dummy-secret' },
   maxAttempts: 1,
 });
-const modelId = 'anthropic.claude-3-haiku-20240307-v1:0';
-const ask = (text) => ({ modelId, messages: [{ role: 'user', content: [{ text }] }] });
+const ask = (c) => ({
+  modelId: `anthropic.claude-3-haiku-20240307-v1:${c}`,
+  messages: [{ role: 'user', content: [{ text: MESSAGES[0].content }] }],
+});
+// The SDK leaves a null member undefined: the app reads it as absent.
+const usageOf = (usage) => ({
+  inputTokens: usage.inputTokens ?? null,
+  outputTokens: usage.outputTokens ?? null,
+  totalTokens: usage.totalTokens ?? null,
+});
 
-const converse = (prompt) => async () => {
-  const reply = await client.send(new ConverseCommand(ask(prompt)));
+const converse = (c) => async () => {
+  const reply = await client.send(new ConverseCommand(ask(c)));
+  // `usage` and `metrics` read unguarded, as AWS's examples do.
   return {
     text: reply.output.message.content[0].text,
     stop: reply.stopReason,
-    input: reply.usage.inputTokens ?? null,
-    output: reply.usage.outputTokens,
-    latency: reply.metrics.latencyMs,
+    usage: usageOf(reply.usage),
+    latency: reply.metrics.latencyMs ?? null,
   };
 };
 
-const converseStream = (prompt) => async () => {
-  const reply = await client.send(new ConverseStreamCommand(ask(prompt)));
-  let text = '';
-  let seen = {};
-  try {
-    for await (const event of reply.stream) {
-      if (event.contentBlockDelta) text += event.contentBlockDelta.delta.text ?? '';
-      if (event.messageStop) seen.stop = event.messageStop.stopReason;
-      if (event.metadata) {
-        seen.input = event.metadata.usage.inputTokens ?? null;
-        seen.output = event.metadata.usage.outputTokens;
-        seen.latency = event.metadata.metrics.latencyMs;
-      }
+const converseStream = (c) => async () => {
+  const reply = await client.send(new ConverseStreamCommand(ask(c)));
+  const seen = { events: [], deltas: [] };
+  for await (const event of reply.stream) {
+    const name = Object.keys(event).find((k) => event[k] !== undefined);
+    seen.events.push(name);
+    if (event.contentBlockDelta) seen.deltas.push(event.contentBlockDelta.delta.text);
+    if (event.messageStop) seen.stop = event.messageStop.stopReason;
+    if (event.metadata) {
+      seen.usage = usageOf(event.metadata.usage);
+      seen.latency = event.metadata.metrics.latencyMs ?? null;
     }
-  } catch (err) {
-    return { text, raised: err.name, message: err.message };
   }
-  return { text, ...seen };
+  return seen;
 };
 
-for (const c of ['Say hello', 'Say hello (malformed)', 'Say hello (broken)']) await row(`converse.${c}`, converse(c));
-for (const c of ['Say hello', 'Say hello (malformed)', 'Say hello (broken)']) await row(`converse-stream.${c}`, converseStream(c));
+for (const c of ['valid', 'figure', 'collapse', 'reject']) await row(`converse.${c}`, converse(c));
+for (const c of ['valid', 'figure', 'collapse', 'reject', 'reject-frame']) await row(`converse-stream.${c}`, converseStream(c));

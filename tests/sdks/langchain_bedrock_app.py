@@ -1,0 +1,69 @@
+"""LangChain's `ChatBedrockConverse` (langchain-aws, boto3 underneath)
+through probity: `endpoint_url` at probity, dummy AWS credentials,
+retries off as probity's README advises. `invoke` and `stream`. The model
+id's version (after its last `:`) names the case the fake upstream answers
+(tests/it/sdks.rs). One JSON line per row (rows.py)."""
+
+import os
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+    AWS_SECRET_ACCESS_KEY="dummy-secret",
+    AWS_DEFAULT_REGION="us-east-1",
+    AWS_CONFIG_FILE=os.devnull,
+    AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+)
+for name in ["AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS"]:
+    os.environ.pop(name, None)
+
+from botocore.config import Config
+from langchain_aws import ChatBedrockConverse
+
+from rows import MESSAGES, PROBITY, row
+
+PROMPT = MESSAGES[0]["content"]
+
+
+def llm(case):
+    return ChatBedrockConverse(
+        model=f"anthropic.claude-3-haiku-20240307-v1:{case}",
+        region_name="us-east-1",
+        endpoint_url=f"{PROBITY}/bedrock",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+
+
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    return "".join(c.get("text", "") for c in content if isinstance(c, dict))
+
+
+def summary(usage):
+    return None if usage is None else {k: usage.get(k) for k in ["input_tokens", "output_tokens", "total_tokens"]}
+
+
+def invoke(case):
+    def call():
+        reply = llm(case).invoke(PROMPT)
+        return {"text": text_of(reply.content), "usage_metadata": summary(reply.usage_metadata)}
+
+    return call
+
+
+def stream(case):
+    def call():
+        text, usage = "", None
+        for chunk in llm(case).stream(PROMPT):
+            text += text_of(chunk.content)
+            if chunk.usage_metadata:
+                usage = chunk.usage_metadata
+        return {"text": text, "usage_metadata": summary(usage)}
+
+    return call
+
+
+for case in ("valid", "figure", "reject"):
+    row(f"converse.{case}", invoke(case))
+for case in ("valid", "figure", "reject"):
+    row(f"converse-stream.{case}", stream(case))
