@@ -2,8 +2,8 @@
 //! frames relayed as they arrive, judged frame by frame; a `metadata` frame
 //! with a malformed figure rewritten alone (its CRCs anew); a frame that
 //! cannot be read (either CRC, a cut frame) ending the stream with
-//! probity's own exception frame; and boto3's `converse_stream` reading all
-//! of it.
+//! probity's own exception frame. What the SDKs make of these streams is
+//! the SDK matrix's (`sdks.rs`, rows `converse-stream.*`).
 
 use crate::support::eventstream::{event, frames, read};
 use crate::support::*;
@@ -43,20 +43,6 @@ fn stream(input_tokens: &str) -> Vec<Vec<u8>> {
 async fn bedrock_upstream() -> Upstream {
     Upstream::start(|request| {
         let text = String::from_utf8_lossy(&request.body);
-        if request.target.ends_with("/converse") {
-            let input = if text.contains("malformed") { r#""12""# } else { "12" };
-            let output = if text.contains("broken") {
-                r#"{"message": null}"#
-            } else {
-                r#"{"message": {"role": "assistant", "content": [{"text": "Hello! How can I help?"}]}}"#
-            };
-            return Reply::json(
-                200,
-                format!(
-                    r#"{{"output": {output}, "stopReason": "end_turn", "usage": {{"inputTokens": {input}, "outputTokens": 9, "totalTokens": 21}}, "metrics": {{"latencyMs": 412}}}}"#
-                ),
-            );
-        }
         let mut frames = if text.contains("malformed") {
             stream(r#""12""#)
         } else {
@@ -154,142 +140,5 @@ async fn a_bad_crc_or_a_cut_frame_ends_the_stream_with_probitys_exception_frame(
         assert_eq!(error["code"], "event_stream_invalid");
         let message = error["message"].as_str().unwrap();
         assert!(message.contains(fault), "{message}");
-    }
-}
-
-/// boto3's `converse_stream`: the text and the metadata as sent, a
-/// malformed count as absent, and a broken stream raised as boto3's
-/// `EventStreamError` with probity's message.
-#[tokio::test]
-async fn boto3_converse_stream_through_probity() {
-    if !can_run(
-        "boto3_converse_stream_through_probity",
-        &missing_python(&["boto3"]),
-        "python3 -m pip install boto3",
-    ) {
-        return;
-    }
-    let upstream = bedrock_upstream().await;
-    let probity = probity(&upstream);
-    let seen = client_script("bedrock_stream.py", &[], probity.url("/bedrock")).await;
-    let usage = |input: serde_json::Value| serde_json::json!({"inputTokens": input, "outputTokens": 9, "totalTokens": 21});
-    assert_eq!(
-        seen[0],
-        serde_json::json!({"text": "Hello! How can I help?", "stop": "end_turn", "usage": usage(12.into()), "latency": 412})
-    );
-    assert_eq!(
-        seen[1],
-        serde_json::json!({"text": "Hello! How can I help?", "stop": "end_turn", "usage": usage(serde_json::Value::Null), "latency": 412})
-    );
-    assert_eq!(seen[2]["text"], "Hello!");
-    assert_eq!(seen[2]["code"], "modelStreamErrorException");
-    let message = seen[2]["message"].as_str().unwrap();
-    assert!(
-        message.contains("provider_invalid_response") || message.contains("event_stream_invalid"),
-        "{message}"
-    );
-}
-
-/// The AWS SDK for JavaScript v3 (`@aws-sdk/client-bedrock-runtime`, pinned
-/// in tests/sdks/node) through probity: `ConverseCommand` and
-/// `ConverseStreamCommand` read sound answers as sent, a malformed count
-/// as absent, and a broken answer (a whole one's payload fault, a stream's
-/// bad CRC) as the SDK's own exception carrying probity's message.
-#[tokio::test]
-async fn the_js_sdk_converses_through_probity() {
-    let dir = format!("{}/tests/sdks/node", env!("CARGO_MANIFEST_DIR"));
-    let installed = std::path::Path::new(&format!(
-        "{dir}/node_modules/@aws-sdk/client-bedrock-runtime"
-    ))
-    .exists();
-    let missing: &[&str] = if installed {
-        &[]
-    } else {
-        &["@aws-sdk/client-bedrock-runtime"]
-    };
-    if !can_run(
-        "the_js_sdk_converses_through_probity",
-        missing,
-        "npm ci --prefix tests/sdks/node",
-    ) {
-        return;
-    }
-    let upstream = bedrock_upstream().await;
-    let probity = probity(&upstream);
-    let base = probity.url("");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .arg(format!("{dir}/bedrock_app.mjs"))
-            .env("PROBE_URL", base.trim_end_matches('/'))
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let rows: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let seen = |i: usize| rows[i]["seen"].clone();
-    let sound = serde_json::json!({"text": "Hello! How can I help?", "stop": "end_turn", "input": 12, "output": 9, "latency": 412});
-    assert_eq!(seen(0), sound, "{rows:?}");
-    let mut malformed = sound.clone();
-    malformed["input"] = serde_json::Value::Null;
-    assert_eq!(seen(1), malformed, "{rows:?}");
-    // An error code the SDK has no class for: its service's base exception,
-    // `name` the code, `message` probity's.
-    assert_eq!(
-        rows[2]["raised"], "BedrockRuntimeServiceException",
-        "{:?}",
-        rows[2]
-    );
-    let text = rows[2]["text"].as_str().unwrap();
-    assert!(text.contains("payload_missing"), "{text}");
-    assert_eq!(seen(3), sound, "{rows:?}");
-    assert_eq!(seen(4), malformed, "{rows:?}");
-    assert_eq!(seen(5)["text"], "Hello!", "{rows:?}");
-    assert_eq!(seen(5)["raised"], "ModelStreamErrorException", "{rows:?}");
-    let message = seen(5)["message"].as_str().unwrap().to_string();
-    assert!(message.contains("event_stream_invalid"), "{message}");
-}
-
-/// LangChain's `ChatBedrockConverse` (langchain-aws) through probity:
-/// `invoke` and `stream` read a sound answer as sent. A malformed count,
-/// which probity nulls (boto3 then leaves the member out), LangChain reads
-/// as it reads any missing member: it reports 0 input tokens (its own
-/// default, not probity's coercion). Pinned here, so a change shows.
-#[tokio::test]
-async fn langchain_chat_bedrock_converse_through_probity() {
-    if !can_run(
-        "langchain_chat_bedrock_converse_through_probity",
-        &missing_python(&["langchain_aws"]),
-        "python3 -m pip install langchain-aws",
-    ) {
-        return;
-    }
-    let upstream = bedrock_upstream().await;
-    let probity = probity(&upstream);
-    let seen = client_script("langchain_bedrock.py", &[], probity.url("/bedrock")).await;
-    let usage = serde_json::json!({"input_tokens": 12, "output_tokens": 9, "total_tokens": 21});
-    assert_eq!(seen[0]["text"], "Hello! How can I help?", "{seen:?}");
-    assert_eq!(
-        seen[0]["usage"]["input_tokens"], usage["input_tokens"],
-        "{seen:?}"
-    );
-    assert_eq!(seen[1]["text"], "Hello! How can I help?", "{seen:?}");
-    assert_eq!(
-        seen[1]["usage"]["total_tokens"], usage["total_tokens"],
-        "{seen:?}"
-    );
-    for call in &seen[2..4] {
-        assert_eq!(call["text"], "Hello! How can I help?", "{call}");
-        assert_eq!(call["usage"]["input_tokens"], 0, "{call}");
-        assert_eq!(call["usage"]["output_tokens"], 9, "{call}");
     }
 }

@@ -382,84 +382,6 @@ async fn bedrock_upstream() -> Upstream {
     .await
 }
 
-/// boto3's `bedrock-runtime` `converse` through probity, with dummy AWS
-/// credentials and `endpoint_url` at probity, on a route that holds a
-/// Bedrock API key: the upstream gets that key and none of the client's
-/// signature; a sound answer reaches the app unchanged, a malformed count
-/// as absent, a broken answer as the `ClientError` boto3 raises for any AWS
-/// error, with probity's code and message, after as many attempts as the
-/// retry mode makes (none with `total_max_attempts = 1`).
-#[tokio::test]
-async fn boto3_converse_through_probity() {
-    if !can_run(
-        "boto3_converse_through_probity",
-        &missing_python(&["boto3"]),
-        "python3 -m pip install boto3",
-    ) {
-        return;
-    }
-    let upstream = bedrock_upstream().await;
-    let probity = Probity::start_with_env(
-        &config(
-            "",
-            &route(
-                "bedrock",
-                "/bedrock",
-                &upstream.url(),
-                "bedrock",
-                "api_key_env = \"PROBITY_TEST_BEDROCK_KEY\"",
-            ),
-        ),
-        &[("PROBITY_TEST_BEDROCK_KEY", "bedrock-api-key-0123")],
-    );
-    let seen = client_script("bedrock.py", &[], probity.url("/bedrock")).await;
-    let hello = "Hello! How can I help you today?";
-    assert_eq!(
-        seen[0],
-        serde_json::json!({"text": hello, "stop": "end_turn", "usage": {"inputTokens": 12, "outputTokens": 9, "totalTokens": 21}, "latency": 412})
-    );
-    assert_eq!(
-        seen[1],
-        serde_json::json!({"text": hello, "stop": "end_turn", "usage": {"inputTokens": null, "outputTokens": 9, "totalTokens": 21}, "latency": 412}),
-        "a malformed count reads as absent"
-    );
-    let requests = upstream.requests();
-    let attempts = |label: &str| {
-        requests
-            .iter()
-            .filter(|r| String::from_utf8_lossy(&r.body).contains(&format!("broken, {label}")))
-            .count()
-    };
-    for (i, (label, tries)) in [("off", 1), ("legacy", 5), ("standard", 3)]
-        .into_iter()
-        .enumerate()
-    {
-        let error = &seen[2 + i];
-        assert_eq!(error["code"], "provider_invalid_response", "{error}");
-        assert_eq!(error["status"], 502, "{error}");
-        let message = error["message"].as_str().unwrap();
-        assert!(message.contains("payload_missing"), "{message}");
-        assert_eq!(attempts(label), tries, "retries {label}: {error}");
-        assert_eq!(error["attempts"], tries - 1, "{error}");
-    }
-    for request in &requests {
-        assert_eq!(
-            request.header("authorization"),
-            Some("Bearer bedrock-api-key-0123")
-        );
-        for signed in ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"] {
-            assert_eq!(
-                request.header(signed),
-                None,
-                "{signed} reached the upstream"
-            );
-        }
-        assert!(request
-            .target
-            .starts_with("/model/anthropic.claude-3-haiku-20240307-v1%3A0/"));
-    }
-}
-
 /// A route with `aws_region` signs every request anew with SigV4 (service
 /// `bedrock`) and the AWS credentials of probity's environment: boto3
 /// signs with dummy ones, the upstream gets probity's signature, which
@@ -546,7 +468,7 @@ async fn boto3_converse_on_a_sigv4_route_is_signed_by_probity() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), requests.len() + 1);
-    assert!(requests.len() >= 3, "{}", requests.len());
+    assert_eq!(requests.len(), 3, "one request a call, retries off");
     assert_eq!(
         lines[requests.len()]["valid"],
         false,

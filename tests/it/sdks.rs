@@ -12,13 +12,17 @@
 //!    text holds probity's message (the invariant's name);
 //! 4. `retry-default`, `retry-advised`: `x-should-retry` is obeyed where the
 //!    SDK knows it (openai, anthropic): a rejection reaches the upstream
-//!    once by default, more than once on a `retry_invalid_response` route.
+//!    once by default, more than once on a `retry_invalid_response` route;
+//!    `retry-default`, `retry-legacy`, `retry-off` where it does not
+//!    (boto3): how often each retry mode sends a rejection again.
 //!
 //! Each script (`tests/sdks/*_app.py`, `tests/sdks/node/*_app.mjs`) prints
 //! one JSON line per row (`rows.py`, `rows.mjs`); the `model` it asks for
-//! names the case the fake upstream answers. A row listed in one of the
-//! `BLOCKED_*` constants is reported as a visible skip while it fails, and
-//! fails the test once it passes (so that the list is emptied with the fix).
+//! names the case the fake upstream answers (on Bedrock, whose model id is
+//! in the path, the id's version: `anthropic.claude-3-haiku-20240307-v1:figure`).
+//! A row listed in one of the `BLOCKED_*` constants is reported as a
+//! visible skip while it fails, and fails the test once it passes (so that
+//! the list is emptied with the fix).
 
 use std::io::Write;
 use std::process::{Command, Output};
