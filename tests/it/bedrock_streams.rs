@@ -5,7 +5,7 @@
 //! probity's own exception frame. What the SDKs make of these streams is
 //! the SDK matrix's (`sdks.rs`, rows `converse-stream.*`).
 
-use crate::support::eventstream::{event, frames, read};
+use crate::support::eventstream::{event, frames, read, CONVERSE_STREAM};
 use crate::support::*;
 
 const PATH: &str = "/bedrock/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream";
@@ -13,31 +13,11 @@ const REQUEST: &str = r#"{"messages": [{"role": "user", "content": [{"text": "Sa
 
 /// A sound Converse stream, its metadata's `inputTokens` as given.
 fn stream(input_tokens: &str) -> Vec<Vec<u8>> {
-    vec![
-        event("messageStart", r#"{"p":"abcd","role":"assistant"}"#),
-        event(
-            "contentBlockDelta",
-            r#"{"contentBlockIndex":0,"delta":{"text":"Hello!"},"p":"abcdef"}"#,
-        ),
-        event(
-            "contentBlockDelta",
-            r#"{"contentBlockIndex":0,"delta":{"text":" How can I help?"},"p":"ab"}"#,
-        ),
-        event(
-            "contentBlockStop",
-            r#"{"contentBlockIndex":0,"p":"abcdefgh"}"#,
-        ),
-        event(
-            "messageStop",
-            r#"{"p":"abcdefghij","stopReason":"end_turn"}"#,
-        ),
-        event(
-            "metadata",
-            &format!(
-                r#"{{"metrics":{{"latencyMs":412}},"p":"abc","usage":{{"inputTokens":{input_tokens},"outputTokens":9,"totalTokens":21}}}}"#
-            ),
-        ),
-    ]
+    let input = format!(r#""inputTokens":{input_tokens}"#);
+    CONVERSE_STREAM
+        .iter()
+        .map(|(kind, payload)| event(kind, &payload.replace(r#""inputTokens":12"#, &input)))
+        .collect()
 }
 
 async fn bedrock_upstream() -> Upstream {

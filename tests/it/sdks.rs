@@ -28,7 +28,7 @@ use std::io::Write;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::eventstream::event;
+use crate::support::eventstream::{event, CONVERSE_STREAM};
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -634,42 +634,26 @@ fn bedrock_converse(case: &str) -> String {
     }
 }
 
-/// A ConverseStream answer, one event frame per write but the third, split
-/// in two; each payload padded with `p` as Bedrock pads it.
+/// A ConverseStream answer (the harness's `CONVERSE_STREAM`), one event
+/// frame per write but the third, split in two.
 fn bedrock_converse_stream(case: &str) -> Vec<Part> {
-    let usage = r#""usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}"#;
-    let metadata = format!(r#"{{"metrics":{{"latencyMs":412}},"p":"abc",{usage}}}"#);
-    let metadata = match case {
-        "figure" => edit(&metadata, r#""inputTokens":12"#, r#""inputTokens":"12""#),
-        "collapse" => edit(
-            &metadata,
+    let payload = |i: usize, payload: &str| match (i, case) {
+        (5, "figure") => edit(payload, r#""inputTokens":12"#, r#""inputTokens":"12""#),
+        // `usage` and `metrics` are required: no sound figure left in either.
+        (5, "collapse") => edit(
+            payload,
             r#"{"metrics":{"latencyMs":412},"p":"abc","usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}}"#,
             r#"{"metrics":{"latencyMs":-412},"p":"abc","usage":{"inputTokens":"12","outputTokens":9.5,"totalTokens":"21"}}"#,
         ),
-        _ => metadata,
+        // The second delta names no block.
+        (2, "reject") => edit(payload, r#""contentBlockIndex":0,"#, ""),
+        _ => payload.to_string(),
     };
-    // The second delta names no block.
-    let second = match case {
-        "reject" => r#"{"delta":{"text":" How can I help?"},"p":"ab"}"#,
-        _ => r#"{"contentBlockIndex":0,"delta":{"text":" How can I help?"},"p":"ab"}"#,
-    };
-    let mut frames = vec![
-        event("messageStart", r#"{"p":"abcd","role":"assistant"}"#),
-        event(
-            "contentBlockDelta",
-            r#"{"contentBlockIndex":0,"delta":{"text":"Hello!"},"p":"abcdef"}"#,
-        ),
-        event("contentBlockDelta", second),
-        event(
-            "contentBlockStop",
-            r#"{"contentBlockIndex":0,"p":"abcdefgh"}"#,
-        ),
-        event(
-            "messageStop",
-            r#"{"p":"abcdefghij","stopReason":"end_turn"}"#,
-        ),
-        event("metadata", &metadata),
-    ];
+    let mut frames: Vec<Vec<u8>> = CONVERSE_STREAM
+        .iter()
+        .enumerate()
+        .map(|(i, (kind, body))| event(kind, &payload(i, body)))
+        .collect();
     if case == "reject-frame" {
         // The second delta's message CRC is wrong.
         if let Some(byte) = frames[2].last_mut() {

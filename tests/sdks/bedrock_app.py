@@ -7,23 +7,13 @@ the fake upstream answers (tests/it/sdks.rs). One JSON line per row
 (rows.py)."""
 
 import json
-import os
-
-os.environ.update(
-    AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
-    AWS_SECRET_ACCESS_KEY="dummy-secret",
-    AWS_DEFAULT_REGION="us-east-1",
-    # Nothing of the machine's own AWS setup may reach the client.
-    AWS_CONFIG_FILE=os.devnull,
-    AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-)
-for name in ["AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS"]:
-    os.environ.pop(name, None)
 
 import boto3
 from botocore.config import Config
 
-from rows import MESSAGES, PROBITY, row
+from rows import MESSAGES, PROBITY, dummy_aws, row
+
+dummy_aws()
 
 
 def client(**retries):

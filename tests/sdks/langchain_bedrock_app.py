@@ -4,22 +4,12 @@ retries off as probity's README advises. `invoke` and `stream`. The model
 id's version (after its last `:`) names the case the fake upstream answers
 (tests/it/sdks.rs). One JSON line per row (rows.py)."""
 
-import os
-
-os.environ.update(
-    AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
-    AWS_SECRET_ACCESS_KEY="dummy-secret",
-    AWS_DEFAULT_REGION="us-east-1",
-    AWS_CONFIG_FILE=os.devnull,
-    AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-)
-for name in ["AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS"]:
-    os.environ.pop(name, None)
-
 from botocore.config import Config
 from langchain_aws import ChatBedrockConverse
 
-from rows import MESSAGES, PROBITY, row
+from rows import MESSAGES, PROBITY, dummy_aws, row
+
+dummy_aws()
 
 PROMPT = MESSAGES[0]["content"]
 

@@ -15,6 +15,21 @@ PROBITY = os.environ["PROBE_URL"]
 MESSAGES = [{"role": "user", "content": "Name the capital of France."}]
 
 
+def dummy_aws():
+    """What an app behind a Bedrock route that holds the key may sign with:
+    dummy AWS credentials, and nothing of the machine's own AWS setup (its
+    profile, token, retry mode). Call it before making a boto3 client."""
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+        AWS_SECRET_ACCESS_KEY="dummy-secret",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+    )
+    for name in ["AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS"]:
+        os.environ.pop(name, None)
+
+
 def kept_body(err):
     """The body an SDK keeps on its exception, as text (voyageai keeps it
     in `http_body`, the others as `body`)."""

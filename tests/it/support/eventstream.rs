@@ -50,6 +50,33 @@ pub fn event(kind: &str, payload: &str) -> Vec<u8> {
     )
 }
 
+/// A sound Converse stream as Bedrock sends it, each event's type and
+/// payload in order (the payloads padded with `p`, as Bedrock pads them):
+/// "Hello!" and " How can I help?", `end_turn`, 12 + 9 = 21 tokens, 412 ms.
+pub const CONVERSE_STREAM: [(&str, &str); 6] = [
+    ("messageStart", r#"{"p":"abcd","role":"assistant"}"#),
+    (
+        "contentBlockDelta",
+        r#"{"contentBlockIndex":0,"delta":{"text":"Hello!"},"p":"abcdef"}"#,
+    ),
+    (
+        "contentBlockDelta",
+        r#"{"contentBlockIndex":0,"delta":{"text":" How can I help?"},"p":"ab"}"#,
+    ),
+    (
+        "contentBlockStop",
+        r#"{"contentBlockIndex":0,"p":"abcdefgh"}"#,
+    ),
+    (
+        "messageStop",
+        r#"{"p":"abcdefghij","stopReason":"end_turn"}"#,
+    ),
+    (
+        "metadata",
+        r#"{"metrics":{"latencyMs":412},"p":"abc","usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}}"#,
+    ),
+];
+
 /// A frame's string headers, by name and value.
 pub type Headers = Vec<(String, String)>;
 
