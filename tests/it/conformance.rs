@@ -13,9 +13,9 @@
 //! probity must forward unchecked and count as such.
 //!
 //! What is this file's own: the figure tables of each dialect's endpoints
-//! (body figures, and TEI's header figures), the rule's reading of header
-//! figures, Bedrock's invoke headers, the header mutations, and the invariants each dialect's
-//! fixtures must break. One probity has a route per dialect, named after
+//! (body figures, and the header figures of TEI and of Bedrock's
+//! `invoke`), the rule's reading of header figures, the header mutations,
+//! and the invariants each dialect's fixtures must break. One probity has a route per dialect, named after
 //! it, at `/<dialect>`.
 
 use crate::support;
