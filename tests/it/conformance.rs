@@ -13,9 +13,9 @@
 //! probity must forward unchecked and count as such.
 //!
 //! What is this file's own: the figure tables of each dialect's endpoints
-//! (body figures, and TEI's header figures), the rule's reading of header
-//! figures, the header mutations, and the invariants each dialect's
-//! fixtures must break. One probity has a route per dialect, named after
+//! (body figures, and the header figures of TEI and of Bedrock's
+//! `invoke`), the rule's reading of header figures, the header mutations,
+//! and the invariants each dialect's fixtures must break. One probity has a route per dialect, named after
 //! it, at `/<dialect>`.
 
 use crate::support;
@@ -27,8 +27,8 @@ use crate::support::fixtures::*;
 use crate::support::*;
 use serde_json::Value;
 
-const DIALECTS: [&str; 7] = [
-    "openai", "ollama", "cohere", "jina", "tei", "voyage", "gemini",
+const DIALECTS: [&str; 8] = [
+    "openai", "ollama", "cohere", "jina", "tei", "voyage", "gemini", "bedrock",
 ];
 
 const INVARIANTS: [&str; 14] = [
@@ -101,11 +101,21 @@ const TEI_HEADERS: &[&str] = &[
     "x-inference-time",
 ];
 
+/// Bedrock's InvokeModel header figures, beside the model's own body.
+const BEDROCK_HEADERS: &[&str] = &[
+    "x-amzn-bedrock-input-token-count",
+    "x-amzn-bedrock-output-token-count",
+    "x-amzn-bedrock-invocation-latency",
+];
+/// `invoke` on Titan Text Embeddings v2.
+const TITAN: Figures = &[("/inputTextTokenCount", Count, Some("input"))];
+const TITAN_INVOKE: &str = "/model/amazon.titan-embed-text-v2%3A0/invoke";
+
 /// The figures probity judges on one endpoint, in table order.
 #[derive(Clone, Copy)]
 struct Table {
     body: Figures,
-    /// Header figures to mutate (TEI's native endpoints).
+    /// Header figures to mutate (TEI's native endpoints, Bedrock's invoke).
     headers: &'static [&'static str],
 }
 
@@ -115,7 +125,7 @@ const fn body(body: Figures) -> Table {
 
 /// Every endpoint probity checks, with its table; any other passes
 /// unchecked.
-const TABLES: [(&str, &str, Table); 18] = [
+const TABLES: [(&str, &str, Table); 20] = [
     ("openai", "/v1/embeddings", body(OPENAI)),
     ("openai", "/v1/rerank", body(OPENAI)),
     ("ollama", "/api/embed", body(OLLAMA)),
@@ -158,6 +168,23 @@ const TABLES: [(&str, &str, Table); 18] = [
         "/v1beta/models/gemini-embedding-001:batchEmbedContents",
         body(GEMINI),
     ),
+    (
+        "bedrock",
+        TITAN_INVOKE,
+        Table {
+            body: TITAN,
+            headers: BEDROCK_HEADERS,
+        },
+    ),
+    // Cohere's v1 embed shapes.
+    (
+        "bedrock",
+        "/model/cohere.embed-english-v3/invoke",
+        Table {
+            body: COHERE_EMBED,
+            headers: BEDROCK_HEADERS,
+        },
+    ),
 ];
 
 /// `None` for an endpoint probity does not check.
@@ -197,11 +224,11 @@ fn labels(case: &Case) -> Vec<String> {
 
 /// The tokens counted: well-formed token figures, never malformed ones (the
 /// README names the kinds: a prompt count is `input`); probed on openai's
-/// inspected answers.
+/// inspected answers and on Titan's.
 fn tokens(case: &Case) -> Option<BTreeMap<String, u64>> {
     let table = table(&case.dialect, &case.endpoint)?;
-    let counted =
-        case.dialect == "openai" && inspected(case) && case.expect.outcome != Outcome::Rejected;
+    let probed = case.dialect == "openai" || case.endpoint == TITAN_INVOKE;
+    let counted = probed && inspected(case) && case.expect.outcome != Outcome::Rejected;
     counted.then(|| {
         judge(&case.body, "", table.body)
             .tokens
@@ -465,6 +492,16 @@ async fn gemini_figure_mutations() {
 }
 
 #[tokio::test]
+async fn bedrock_fixtures() {
+    run_fixtures("bedrock").await;
+}
+
+#[tokio::test]
+async fn bedrock_figure_mutations() {
+    run_mutations("bedrock").await;
+}
+
+#[tokio::test]
 async fn captures_are_listed_newest_first_and_only_for_rewrites() {
     let bench = bench().await;
     let cases = [
@@ -567,6 +604,8 @@ fn required_invariants(dialect: &str) -> Vec<&'static str> {
             all.push("rerank_document_invalid");
         }
         "gemini" => all.push("embedding_item_invalid"),
+        // Titan's and Cohere's (v1 shapes, base64 when asked) on invoke.
+        "bedrock" => all.push("embedding_base64_invalid"),
         _ => unreachable!(),
     }
     all
@@ -714,6 +753,12 @@ fn the_figure_mutations_cover_every_figure_of_every_dialect() {
         "cohere/v1/embed /meta/tokens/output_tokens",
         "cohere/v1/rerank /meta/tokens/input_tokens",
         "cohere/v1/rerank /meta/tokens/output_tokens",
+        // Bedrock's Cohere answers carry no `meta`.
+        "bedrock/model/cohere.embed-english-v3/invoke /meta/billed_units/input_tokens",
+        "bedrock/model/cohere.embed-english-v3/invoke /meta/billed_units/images",
+        "bedrock/model/cohere.embed-english-v3/invoke /meta/billed_units/image_tokens",
+        "bedrock/model/cohere.embed-english-v3/invoke /meta/tokens/input_tokens",
+        "bedrock/model/cohere.embed-english-v3/invoke /meta/tokens/output_tokens",
     ];
     for (dialect, endpoint, table) in TABLES {
         let pointers = table
