@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::eventstream;
 use probity::fuzzing::{self, pack};
 use serde_json::Value;
 
@@ -56,7 +57,8 @@ struct Case {
     /// `<dialect> <path>`.
     header: String,
     request: Vec<u8>,
-    /// `response.json`, `response.sse` or `response.ndjson`: (extension, bytes).
+    /// `response.json`, `response.sse`, `response.ndjson` or
+    /// `response.events` (encoded): (extension, bytes).
     response: Option<(String, Vec<u8>)>,
     route: Option<String>,
 }
@@ -92,9 +94,17 @@ fn cases() -> Vec<Case> {
             } else {
                 group_name.clone()
             };
-            let response = ["json", "sse", "ndjson"].iter().find_map(|ext| {
-                Some((ext.to_string(), read(&dir.join(format!("response.{ext}")))?))
-            });
+            let response = ["json", "sse", "ndjson"]
+                .iter()
+                .find_map(|ext| {
+                    Some((ext.to_string(), read(&dir.join(format!("response.{ext}")))?))
+                })
+                .or_else(|| {
+                    // An event stream, written as text one frame per line.
+                    let text = read(&dir.join("response.events"))?;
+                    let text = String::from_utf8(text).unwrap();
+                    Some(("events".into(), eventstream::from_text(&text).unwrap()))
+                });
             cases.push(Case {
                 name: format!(
                     "{group_name}-{}",

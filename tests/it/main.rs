@@ -29,7 +29,6 @@ mod admin_page;
 mod admission;
 mod architecture;
 mod bedrock_invoke;
-mod bedrock_streams;
 mod captures;
 mod captures_buckets;
 mod chunking;

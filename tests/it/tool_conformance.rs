@@ -166,21 +166,16 @@ fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
     let mut missing = Vec::new();
     let tasks = DIALECTS.iter().chain([&("openai", "responses")]);
     for &(dialect, task) in tasks {
-        // Bedrock streams on its own endpoint, converse-stream.
-        let ways: &[bool] = if dialect == "bedrock" {
-            &[false]
-        } else {
-            &[false, true]
-        };
-        for &streamed in ways {
+        for streamed in [false, true] {
             let of: Vec<&Case> = cases
                 .iter()
                 .filter(|c| task_of(c) == task && c.framing.streamed() == streamed)
                 .collect();
             let what = if streamed { "streamed" } else { "whole" };
             // Arguments that are text exist only where the wire or the
-            // stream makes them text: OpenAI's string, Anthropic's deltas.
-            let text = dialect == "openai" || (dialect == "anthropic" && streamed);
+            // stream makes them text: OpenAI's string, Anthropic's and
+            // Bedrock's deltas.
+            let text = dialect == "openai" || (["anthropic", "bedrock"].contains(&dialect) && streamed);
             for reason in REASONS {
                 let reachable = text
                     || !reason.starts_with("tool_arguments_")

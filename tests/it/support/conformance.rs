@@ -67,6 +67,10 @@ pub enum Framing {
     Whole,
     Sse,
     Ndjson,
+    /// AWS's binary event stream (Bedrock's `converse-stream`), written
+    /// in the fixtures as text, one frame per line
+    /// ([`super::eventstream::from_text`]).
+    EventStream,
 }
 
 impl Framing {
@@ -75,6 +79,7 @@ impl Framing {
             Framing::Whole => "application/json",
             Framing::Sse => "text/event-stream",
             Framing::Ndjson => "application/x-ndjson",
+            Framing::EventStream => "application/vnd.amazon.eventstream",
         }
     }
 
@@ -84,6 +89,7 @@ impl Framing {
             Framing::Whole => "json",
             Framing::Sse => "sse",
             Framing::Ndjson => "ndjson",
+            Framing::EventStream => "events",
         }
     }
 
@@ -92,15 +98,22 @@ impl Framing {
     }
 }
 
-const FRAMINGS: [Framing; 3] = [Framing::Whole, Framing::Sse, Framing::Ndjson];
+const FRAMINGS: [Framing; 4] = [
+    Framing::Whole,
+    Framing::Sse,
+    Framing::Ndjson,
+    Framing::EventStream,
+];
 
 /// The files a case folder may hold.
-const FILES: [&str; 12] = [
+const FILES: [&str; 14] = [
     "endpoint",
     "request.json",
     "response.json",
     "response.sse",
     "response.ndjson",
+    "response.events",
+    "expected.events",
     "response.headers",
     "status",
     "expect.json",
@@ -236,7 +249,7 @@ pub fn load_fixture(folder: &str, name: &str) -> Result<Fixture, String> {
         .filter(|f| exists(&format!("response.{}", f.ext())))
         .collect();
     let [framing] = responses[..] else {
-        return Err("exactly one response.{json,sse,ndjson} is needed".into());
+        return Err("exactly one response.{json,sse,ndjson,events} is needed".into());
     };
     let ext = framing.ext();
     for other in FRAMINGS.into_iter().filter(|f| *f != framing) {
@@ -245,6 +258,13 @@ pub fn load_fixture(folder: &str, name: &str) -> Result<Fixture, String> {
         }
     }
     let expected = format!("expected.{ext}");
+    // An event stream is written as text, one frame per line.
+    let framed = |file: &str| match framing {
+        Framing::EventStream => {
+            super::eventstream::from_text(&text(file)?).map_err(|e| format!("{file}: {e}"))
+        }
+        _ => read(file),
+    };
     Ok(Fixture {
         folder: folder.to_string(),
         name: name.to_string(),
@@ -254,11 +274,11 @@ pub fn load_fixture(folder: &str, name: &str) -> Result<Fixture, String> {
         status,
         headers,
         framing,
-        body: read(&format!("response.{ext}"))?,
+        body: framed(&format!("response.{ext}"))?,
         expect: serde_json::from_slice(&read("expect.json")?)
             .map_err(|e| format!("expect.json: {e}"))?,
         expected: if exists(&expected) {
-            Some(read(&expected)?)
+            Some(framed(&expected)?)
         } else {
             None
         },
@@ -410,7 +430,7 @@ pub fn figure_case(fixture: &Fixture) -> Case<Expect> {
     assert_eq!(
         expect["stream"] == true,
         fixture.framing.streamed(),
-        "{id}: \"stream\": true iff the response is response.sse or response.ndjson"
+        "{id}: \"stream\": true iff the response is response.sse, .ndjson or .events"
     );
     let client = match (&expect["body"], &fixture.expected) {
         (Value::String(body), _) => Some(body.clone().into_bytes()),
@@ -810,6 +830,9 @@ pub fn figure_variants(
 /// (lines end in `\r\n`, `\n` or `\r`), NDJSON events at `\n`. A tail
 /// without its end is a last range of its own.
 pub fn split_events(framing: Framing, body: &[u8]) -> Vec<Range<usize>> {
+    if framing == Framing::EventStream {
+        return super::eventstream::split(body);
+    }
     let mut events = Vec::new();
     let mut start = 0;
     let mut at = 0;

@@ -86,6 +86,9 @@ pub fn read(raw: &[u8]) -> Option<(Headers, Vec<u8>)> {
     let total = u32::from_be_bytes(raw.get(0..4)?.try_into().ok()?) as usize;
     let head = u32::from_be_bytes(raw.get(4..8)?.try_into().ok()?) as usize;
     let prelude = u32::from_be_bytes(raw.get(8..12)?.try_into().ok()?);
+    if total < 16 || 12 + head > total - 4 {
+        return None;
+    }
     let crc = u32::from_be_bytes(raw.get(total - 4..total)?.try_into().ok()?);
     if crc32(&raw[..8]) != prelude || crc32(&raw[..total - 4]) != crc {
         return None;
@@ -109,14 +112,145 @@ pub fn read(raw: &[u8]) -> Option<(Headers, Vec<u8>)> {
     Some((headers, raw[12 + head..total - 4].to_vec()))
 }
 
-/// Splits a stream into its frames by their declared lengths.
-pub fn frames(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+/// Where a readable frame's payload lies in it.
+pub fn payload_range(raw: &[u8]) -> Option<std::ops::Range<usize>> {
+    read(raw)?;
+    let total = u32::from_be_bytes(raw[0..4].try_into().unwrap()) as usize;
+    let head = u32::from_be_bytes(raw[4..8].try_into().unwrap()) as usize;
+    Some(12 + head..total - 4)
+}
+
+
+/// An exception frame, its headers in the order probity writes its own.
+pub fn exception(kind: &str, payload: &str) -> Vec<u8> {
+    frame(
+        &[
+            (":exception-type", kind),
+            (":content-type", "application/json"),
+            (":message-type", "exception"),
+        ],
+        payload.as_bytes(),
+    )
+}
+
+/// A frame with its payload replaced (headers as they were, both CRCs
+/// anew): how probity's rewritten frames must read. `None`: unreadable.
+pub fn reframed(raw: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
+    let (headers, _) = read(raw)?;
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    Some(frame(&headers, payload))
+}
+
+/// Where each frame of a stream ends, as a reader that trusts only a
+/// prelude whose CRC holds would split it: by its declared length, a
+/// prelude that does not hold (or declares a length below 16 bytes or
+/// above AWS's 16 MiB + 128 KiB) ends at once, a cut frame at the end.
+pub fn split(body: &[u8]) -> Vec<std::ops::Range<usize>> {
+    const MAX: usize = 12 + 128 * 1024 + 16 * 1024 * 1024 + 4;
     let mut out = Vec::new();
-    while bytes.len() >= 4 {
-        let total = u32::from_be_bytes(bytes[0..4].try_into().unwrap()) as usize;
-        let total = total.min(bytes.len());
-        out.push(bytes[..total].to_vec());
-        bytes = &bytes[total..];
+    let mut at = 0;
+    while at < body.len() {
+        let rest = &body[at..];
+        let len = match rest.get(..12) {
+            None => rest.len(),
+            Some(prelude) => {
+                let total = u32::from_be_bytes(prelude[0..4].try_into().unwrap()) as usize;
+                let crc = u32::from_be_bytes(prelude[8..12].try_into().unwrap());
+                if crc32(&prelude[..8]) != crc || !(16..=MAX).contains(&total) {
+                    12
+                } else {
+                    total.min(rest.len())
+                }
+            }
+        };
+        out.push(at..at + len);
+        at += len;
+    }
+    out
+}
+
+/// A stream written as text (the fixtures' `response.events` and
+/// `expected.events`), one frame per line:
+///
+/// - `<event-type> <payload>`: an event frame, as [`event`];
+/// - `exception <exception-type> <payload>`: an exception frame;
+/// - a fault before either: `!crc ` (its message CRC wrong), `!prelude-crc `
+///   (its prelude CRC wrong), `!cut ` (only its first half sent: the last
+///   line); or the line `!length` alone (a prelude, its CRC sound, that
+///   declares a frame of 4 GiB).
+///
+/// Blank lines and lines starting with `#` are not frames.
+pub fn from_text(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line == "!length" {
+            let mut prelude = u32::MAX.to_be_bytes().to_vec();
+            prelude.extend_from_slice(&0u32.to_be_bytes());
+            let crc = crc32(&prelude);
+            prelude.extend_from_slice(&crc.to_be_bytes());
+            out.extend_from_slice(&prelude);
+            continue;
+        }
+        let (fault, rest) = match line.strip_prefix('!') {
+            Some(faulted) => faulted
+                .split_once(' ')
+                .ok_or_else(|| format!("a fault without a frame: {line:?}"))?,
+            None => ("", line),
+        };
+        let (kind, rest) = rest
+            .split_once(' ')
+            .ok_or_else(|| format!("no payload: {line:?}"))?;
+        let mut raw = match kind {
+            "exception" => {
+                let (kind, payload) = rest
+                    .split_once(' ')
+                    .ok_or_else(|| format!("no exception type: {line:?}"))?;
+                exception(kind, payload)
+            }
+            _ => event(kind, rest),
+        };
+        match fault {
+            "" => {}
+            "crc" => *raw.last_mut().unwrap() ^= 0x5a,
+            "prelude-crc" => raw[8] ^= 0x5a,
+            "cut" => raw.truncate(raw.len() / 2),
+            other => return Err(format!("unknown fault !{other}")),
+        }
+        out.extend_from_slice(&raw);
+    }
+    Ok(out)
+}
+
+/// A stream as [`from_text`] writes it, for failure messages: a frame that
+/// cannot be read shows as `!unreadable <bytes>`.
+pub fn to_text(body: &[u8]) -> String {
+    let mut out = String::new();
+    for range in split(body) {
+        let raw = &body[range];
+        let line = match read(raw) {
+            Some((headers, payload)) => {
+                let header = |name: &str| {
+                    headers
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or("", |(_, v)| v.as_str())
+                };
+                let payload = String::from_utf8_lossy(&payload);
+                match header(":message-type") {
+                    "exception" => format!("exception {} {payload}", header(":exception-type")),
+                    _ => format!("{} {payload}", header(":event-type")),
+                }
+            }
+            None => format!("!unreadable {raw:?}"),
+        };
+        out.push_str(&line);
+        out.push('\n');
     }
     out
 }
