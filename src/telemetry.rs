@@ -30,6 +30,7 @@ pub(crate) const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_inval
 pub(crate) const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
 pub(crate) const TOKENS_TOTAL: &str = "probity_tokens_total";
 pub(crate) const REALTIME_ERRORS_TOTAL: &str = "probity_realtime_errors_total";
+pub(crate) const UPSTREAM_STREAM_ERRORS_TOTAL: &str = "probity_upstream_stream_errors_total";
 pub(crate) const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 pub(crate) const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
 pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
@@ -146,11 +147,16 @@ fn build_info() {
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
-/// What WebSocket tunnels (Realtime sessions) count of their own.
+/// The upstream's own error events inside a stream or a tunnel.
 fn describe_tunnels() {
     describe_counter!(
         REALTIME_ERRORS_TOTAL,
         "Realtime `error` events the upstream sent through a WebSocket tunnel, by route."
+    );
+    describe_counter!(
+        UPSTREAM_STREAM_ERRORS_TOTAL,
+        "Error events the upstream sent inside a stream (a chat `error` chunk, an Anthropic \
+         `error` event, a Bedrock exception frame), relayed as they came, by route."
     );
 }
 
@@ -439,6 +445,15 @@ pub(crate) fn tokens(route: &str, tokens: &[(&'static str, u64)]) {
                 .increment(*count);
         }
     });
+}
+
+/// A stream's upstream sent error events of its own (relayed as they
+/// came; their messages are not logged: they may quote the client's input).
+pub(crate) fn upstream_stream_errors(route: &str, count: u32) {
+    if count > 0 {
+        counter!(UPSTREAM_STREAM_ERRORS_TOTAL, "route" => route.to_string())
+            .increment(u64::from(count));
+    }
 }
 
 /// A Realtime session's upstream sent an `error` event (relayed as it is;

@@ -1,11 +1,11 @@
 //! Anthropic's Messages API (`/v1/messages`): the credential goes in
 //! `x-api-key`, and the API refuses a request without `anthropic-version`.
 
-use super::stream::{self, Event, EventCheck, Framing};
+use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure, Judgement};
+use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
 use crate::violation::Violation;
@@ -277,9 +277,9 @@ impl Events {
 }
 
 impl EventCheck for Events {
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
-            return Ok(None);
+            return Ok(Seen::Nothing);
         };
         let known = [
             "message_start",
@@ -289,8 +289,11 @@ impl EventCheck for Events {
             "content_block_stop",
         ];
         let name = event.name.unwrap_or("");
+        if name == "error" {
+            return Ok(Seen::UpstreamError); // passes: the SDK raises it
+        }
         if !known.contains(&name) {
-            return Ok(None); // ping, message_stop, error, and what comes next
+            return Ok(Seen::Nothing); // ping, message_stop, and what comes next
         }
         let doc = stream::event_object(data)?;
         let body = doc.object().unwrap_or_default();
@@ -306,7 +309,7 @@ impl EventCheck for Events {
                         )
                     })?;
                 let judgement = figures::judge(data, &message, FIGURES);
-                Ok(Some(super::prefixed(judgement, "/message")))
+                Ok(Seen::Figures(super::prefixed(judgement, "/message")))
             }
             "message_delta" => {
                 let stop = body
@@ -321,13 +324,13 @@ impl EventCheck for Events {
                     answer.truncated |= stop.as_deref() == Some("max_tokens");
                     answer.refusal |= stop.as_deref() == Some("refusal");
                 }
-                Ok(Some(figures::judge(data, &body, DELTA_FIGURES)))
+                Ok(Seen::Figures(figures::judge(data, &body, DELTA_FIGURES)))
             }
             "content_block_start" => {
                 self.block_started(&body, name)?;
-                Ok(None)
+                Ok(Seen::Nothing)
             }
-            _ => self.block_delta(&body, name).map(|()| None),
+            _ => self.block_delta(&body, name).map(|()| Seen::Nothing),
         }
     }
 

@@ -7,11 +7,11 @@
 //! `ConverseOutput`, `ContentBlock`, `TokenUsage`, `ConverseMetrics`), as
 //! `aws-sdk-bedrockruntime` and botocore model them.
 
-use super::stream::{Event, EventCheck, Framing};
+use super::stream::{Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure, Judgement};
+use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault};
 use crate::json::{Json, Kind, Object};
 use crate::violation::Violation;
@@ -375,7 +375,7 @@ fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
 }
 
 impl EventCheck for Events {
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         if let Some(fault) = event.fault {
             return Err(invariants::violation(
                 "event_stream_invalid",
@@ -383,10 +383,10 @@ impl EventCheck for Events {
             ));
         }
         if event.exception.is_some() {
-            return Ok(None); // relayed: the SDK raises it
+            return Ok(Seen::UpstreamError); // relayed: the SDK raises it
         }
         let (Some(data), Some(name)) = (event.data.as_deref(), event.name) else {
-            return Ok(None);
+            return Ok(Seen::Nothing);
         };
         let known = [
             "contentBlockStart",
@@ -395,13 +395,13 @@ impl EventCheck for Events {
             "metadata",
         ];
         if !known.contains(&name) {
-            return Ok(None); // messageStart, contentBlockStop, and what comes next
+            return Ok(Seen::Nothing); // messageStart, contentBlockStop, and what comes next
         }
         let doc = super::stream::event_object(data)?;
         let body = doc.object().unwrap_or_default();
         match name {
-            "contentBlockStart" => self.started(&body).map(|()| None),
-            "contentBlockDelta" => self.delta(&body).map(|()| None),
+            "contentBlockStart" => self.started(&body).map(|()| Seen::Nothing),
+            "contentBlockDelta" => self.delta(&body).map(|()| Seen::Nothing),
             "messageStop" => {
                 invariants::member(
                     &body,
@@ -410,9 +410,9 @@ impl EventCheck for Events {
                     "payload_missing",
                     &|| "messageStop.stopReason".into(),
                 )?;
-                Ok(None)
+                Ok(Seen::Nothing)
             }
-            _ => Ok(Some(figures::judge(data, &body, CONVERSE_FIGURES))),
+            _ => Ok(Seen::Figures(figures::judge(data, &body, CONVERSE_FIGURES))),
         }
     }
 

@@ -26,6 +26,9 @@ pub(crate) struct Findings {
     /// The upstream fault that cut a stream (its `kind`); counted where it
     /// happened, captured at the end.
     pub(crate) cut: Option<&'static str>,
+    /// The upstream's own error events inside a stream, relayed as they
+    /// came.
+    pub(crate) upstream_errors: u32,
     /// The output contract's task and verdict.
     pub(crate) output: Option<(Cow<'static, str>, OutputVerdict)>,
     /// The response was stitched from chunks.

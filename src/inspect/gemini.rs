@@ -11,12 +11,12 @@
 
 use serde_json::Value;
 
-use super::stream::{self, Event, EventCheck, Framing};
+use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure, Judgement};
+use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault, Form, REQUEST_SHAPE};
 use crate::json::{Json, Object};
 use crate::violation::Violation;
@@ -573,17 +573,17 @@ struct Chunks {
 }
 
 impl EventCheck for Chunks {
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
-            return Ok(None); // a keep-alive
+            return Ok(Seen::Nothing); // a keep-alive
         };
         if data.trim_ascii().is_empty() {
-            return Ok(None);
+            return Ok(Seen::Nothing);
         }
         let doc = stream::event_object(data)?;
         let chunk = doc.object().unwrap_or_default();
         if chunk.get("error").is_some() {
-            return Ok(None); // Google's own mid-stream error passes
+            return Ok(Seen::UpstreamError); // passes: the SDK raises it
         }
         candidates(&chunk, self.candidates)?;
         gather(&chunk, &mut self.answer);
@@ -594,7 +594,11 @@ impl EventCheck for Chunks {
             }
             found.into_iter().for_each(|call| calls.whole(call));
         }
-        Ok(Some(figures::judge(data, &chunk, GENERATION_FIGURES)))
+        Ok(Seen::Figures(figures::judge(
+            data,
+            &chunk,
+            GENERATION_FIGURES,
+        )))
     }
 
     /// Google's error shape (`google.rpc.Status`), as probity's whole

@@ -2,12 +2,12 @@
 //! legacy `/api/embeddings`, and its OpenAI-compatible `/v1/chat/completions`
 //! and `/v1/embeddings` (checked as OpenAI's).
 
-use super::stream::{self, Event, EventCheck, Framing};
+use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, StreamedAnswer};
 use crate::contract::{StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure, Judgement};
+use crate::figures::{self, Figure};
 use crate::invariants::{self, Expect, Fault, Form};
 use crate::json::{Kind, Object};
 use crate::violation::Violation;
@@ -207,9 +207,9 @@ impl Lines {
 }
 
 impl EventCheck for Lines {
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
-            return Ok(None);
+            return Ok(Seen::Nothing);
         };
         if self.done {
             return Err(invariants::violation(
@@ -220,7 +220,7 @@ impl EventCheck for Lines {
         let doc = stream::event_object(data)?;
         let line = doc.object().unwrap_or_default();
         if line.get("error").is_some() {
-            return Ok(None); // Ollama's own mid-stream error passes
+            return Ok(Seen::UpstreamError); // passes: the SDK raises it
         }
         self.done = shape(&line, self.text, self.kind)?;
         if self.text == "message" {
@@ -240,7 +240,11 @@ impl EventCheck for Lines {
             }
             self.answer.truncated |= truncated;
         }
-        Ok(Some(figures::judge(data, &line, GENERATION_FIGURES)))
+        Ok(Seen::Figures(figures::judge(
+            data,
+            &line,
+            GENERATION_FIGURES,
+        )))
     }
 
     /// Ollama's clients read `error` as a string.

@@ -3,12 +3,12 @@
 //! `/v1/embeddings`, the Jina-style `/rerank` that vLLM and llama.cpp serve,
 //! and the Responses API (`responses.rs`).
 
-use super::stream::{self, Event, EventCheck, Framing};
+use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
 use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, StreamedAnswer};
 use crate::contract::{StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure, Judgement};
+use crate::figures::{self, Figure};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 use crate::json::{Kind, Object};
 use crate::violation::Violation;
@@ -402,9 +402,9 @@ impl Chunks {
 }
 
 impl EventCheck for Chunks {
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
-            return Ok(None); // a comment: `: ping`, `: OPENROUTER PROCESSING`
+            return Ok(Seen::Nothing); // a comment: `: ping`, `: OPENROUTER PROCESSING`
         };
         if self.done {
             return Err(invariants::violation(
@@ -414,12 +414,12 @@ impl EventCheck for Chunks {
         }
         if data.trim_ascii() == b"[DONE]" {
             self.done = true;
-            return Ok(None);
+            return Ok(Seen::Nothing);
         }
         let doc = stream::event_object(data)?;
         let chunk = doc.object().unwrap_or_default();
         if chunk.get("error").is_some() {
-            return Ok(None); // the provider's own mid-stream error passes
+            return Ok(Seen::UpstreamError); // passes: the SDK raises it
         }
         if let Some(choices) = chunk.present("choices") {
             let choices = choices.objects().ok_or_else(|| {
@@ -447,7 +447,11 @@ impl EventCheck for Chunks {
                 }
             }
         }
-        Ok(Some(figures::judge(data, &chunk, GENERATION_FIGURES)))
+        Ok(Seen::Figures(figures::judge(
+            data,
+            &chunk,
+            GENERATION_FIGURES,
+        )))
     }
 
     fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {

@@ -9,7 +9,7 @@
 //! with no `[DONE]`: it ends with a terminal event (`response.completed`,
 //! `.incomplete`, `.failed`) carrying the whole response object.
 
-use super::stream::{self, Event, EventCheck, Framing};
+use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{Endpoint, Response, StreamSpec};
 use crate::contract::{
     Answer, Arguments, Call, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls,
@@ -430,7 +430,7 @@ impl Events {
     }
 
     /// Judges one event's data by its `type`.
-    fn judge(&mut self, data: &[u8]) -> Result<Option<Judgement>, Violation> {
+    fn judge(&mut self, data: &[u8]) -> Result<Seen, Violation> {
         let doc = stream::event_object(data)?;
         let body = doc.object().unwrap_or_default();
         let kind = body.get("type").and_then(|t| t.string()).ok_or_else(|| {
@@ -441,11 +441,12 @@ impl Events {
         })?;
         let number = self.sequence(&body, &kind)?;
         let judged = if CARRY_RESPONSE.contains(&&*kind) {
-            self.response(data, &body, &kind).map(Some)
+            self.response(data, &body, &kind).map(Seen::Figures)
+        } else if kind == "error" {
+            Ok(Seen::UpstreamError) // passes: the SDK raises it
         } else {
-            // `error` (the provider's own mid-stream error) passes, like
-            // every type this judge does not know.
-            self.gather(&body, &kind).map(|()| None)
+            // Every type this judge does not know passes.
+            self.gather(&body, &kind).map(|()| Seen::Nothing)
         };
         // Only a delivered event moves the sequence (an error event follows it).
         if judged.is_ok() {
@@ -559,9 +560,9 @@ impl Events {
 }
 
 impl EventCheck for Events {
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation> {
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
-            return Ok(None); // a comment or keep-alive
+            return Ok(Seen::Nothing); // a comment or keep-alive
         };
         if self.done {
             return Err(invariants::violation(

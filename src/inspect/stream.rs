@@ -332,12 +332,24 @@ pub(super) fn event_object(data: &[u8]) -> Result<json::Document<'_>, Violation>
     }
 }
 
+/// What a dialect's check saw in one sound event.
+#[derive(Debug)]
+pub(crate) enum Seen {
+    /// Nothing to note: it passes as it came.
+    Nothing,
+    /// Its figures, judged (spans relative to `event.data`).
+    Figures(Judgement),
+    /// The upstream's own error event (a chat `error` chunk, an Anthropic
+    /// `error` event, a Bedrock exception frame): it passes as it came, so
+    /// that the SDK raises it, and is counted.
+    UpstreamError,
+}
+
 /// A dialect's judge of one stream, made per stream from its request.
 pub(crate) trait EventCheck: Send {
-    /// Judges one complete event: `Ok(None)` passes it as it came,
-    /// `Ok(Some(judgement))` its figures (spans relative to `event.data`),
+    /// Judges one complete event: what it saw in a sound one ([`Seen`]),
     /// `Err` a broken stream.
-    fn event(&mut self, event: &Event<'_>) -> Result<Option<Judgement>, Violation>;
+    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation>;
 
     /// The final event that ends a stream after a fault, in this stream's
     /// own error format, from the error's JSON object.

@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
-use super::stream::{self, EventCheck, Framing};
+use super::stream::{self, EventCheck, Framing, Seen};
 use super::{Findings, Identity};
 use crate::contract::Contract;
 use crate::figures;
@@ -211,16 +211,20 @@ impl StreamJudge {
             self.give_verdict(out);
         }
         match self.check.event(&event) {
-            Ok(None) => {
+            Ok(Seen::Nothing) => {
                 self.identify(&event);
                 Ok(())
             }
-            Ok(Some(judgement)) if judgement.is_clean() => {
+            Ok(Seen::UpstreamError) => {
+                self.findings.upstream_errors += 1;
+                Ok(())
+            }
+            Ok(Seen::Figures(judgement)) if judgement.is_clean() => {
                 self.identify(&event);
                 self.note_tokens(&judgement.tokens);
                 Ok(())
             }
-            Ok(Some(judgement)) => {
+            Ok(Seen::Figures(judgement)) => {
                 if start > *passed {
                     out.push_back(buffer.slice(*passed..start));
                 }

@@ -66,6 +66,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         telemetry::invalid_response(route, request_id, invariant);
     }
     telemetry::tokens(route, &findings.tokens);
+    telemetry::upstream_stream_errors(route, findings.upstream_errors);
     if !findings.malformed.is_empty() {
         telemetry::figures_normalized(route, request_id, &findings.malformed);
     }

@@ -723,6 +723,8 @@ struct StreamRule {
 enum EventVerdict {
     /// Passes as it came, unjudged or without figures.
     Untouched,
+    /// The upstream's own error event: passes as it came, counted.
+    UpstreamError,
     /// Its figures are judged.
     Figures(Judging),
     Broken(&'static str),
@@ -765,7 +767,7 @@ impl StreamRule {
                     return Broken("invalid_json");
                 };
                 if object.contains_key("error") {
-                    return Untouched;
+                    return UpstreamError;
                 }
                 if let Err(invariant) = ollama_line(self.api, &object) {
                     return Broken(invariant);
@@ -793,7 +795,7 @@ impl StreamRule {
                     return Broken("invalid_json");
                 };
                 if chunk.contains_key("error") {
-                    return Untouched;
+                    return UpstreamError;
                 }
                 match chunk.get("choices") {
                     None | Some(Value::Null) => {}
@@ -819,7 +821,7 @@ impl StreamRule {
                     return Broken("invalid_json");
                 };
                 if chunk.contains_key("error") {
-                    return Untouched;
+                    return UpstreamError;
                 }
                 if let Err(invariant) = gemini_candidates(&chunk, self.choices) {
                     return Broken(invariant);
@@ -833,6 +835,9 @@ impl StreamRule {
                     return Untouched;
                 };
                 let name = event.name.unwrap_or_default();
+                if name == "error" {
+                    return UpstreamError;
+                }
                 let known = [
                     "message_start",
                     "message_delta",
@@ -898,7 +903,9 @@ impl StreamRule {
                 _ => return Broken("response_sequence_invalid"),
             },
         };
-        let verdict = if CARRY_RESPONSE.contains(&kind) {
+        let verdict = if kind == "error" {
+            UpstreamError
+        } else if CARRY_RESPONSE.contains(&kind) {
             let Some(response) = body.get("response").and_then(Value::as_object) else {
                 return Broken("response_event_invalid");
             };
@@ -937,7 +944,7 @@ impl StreamRule {
                 .map(|(_, v)| v.as_str())
         };
         if header(":message-type") == Some("exception") {
-            return Untouched;
+            return UpstreamError;
         }
         let name = header(":event-type").unwrap_or_default();
         let known = [
@@ -952,7 +959,10 @@ impl StreamRule {
         let Some(body) = json_object(&payload) else {
             return Broken("invalid_json");
         };
-        let indexed = body.get("contentBlockIndex").and_then(Value::as_u64).is_some();
+        let indexed = body
+            .get("contentBlockIndex")
+            .and_then(Value::as_u64)
+            .is_some();
         match name {
             "contentBlockStart" if !indexed => Broken("content_block_invalid"),
             "contentBlockDelta" if !indexed => Broken("content_block_invalid"),
@@ -1061,7 +1071,7 @@ fn stream_verdict(
         let end = range.end;
         let raw = &body[range];
         match rule.event(raw) {
-            EventVerdict::Untouched => client.extend_from_slice(raw),
+            EventVerdict::Untouched | EventVerdict::UpstreamError => client.extend_from_slice(raw),
             EventVerdict::Broken(invariant) => {
                 let template = error_template(dialect, api, invariant, &client);
                 client.extend_from_slice(&template);
@@ -1124,6 +1134,28 @@ fn stream_verdict(
         broken_end: None,
         uninspected: None,
     }
+}
+
+/// How many of the upstream's own error events the client gets (those
+/// before a broken event), by the rule.
+fn upstream_errors(case: &Case) -> usize {
+    let Some(api) = api_of(case) else {
+        return 0;
+    };
+    if !case.framing.streamed() || !(200..300).contains(&case.status) {
+        return 0;
+    }
+    let request: Value = serde_json::from_slice(&case.request).unwrap();
+    let mut rule = StreamRule::new(api, &request);
+    let mut errors = 0;
+    for range in split_events(case.framing, &case.body) {
+        match rule.event(&case.body[range]) {
+            EventVerdict::UpstreamError => errors += 1,
+            EventVerdict::Broken(_) => break,
+            _ => {}
+        }
+    }
+    errors
 }
 
 // ---------------------------------------------------------------- mutations
@@ -1315,7 +1347,10 @@ impl Suite for Generation {
     }
 
     fn probes(&self, case: &Case) -> Vec<Probe> {
-        figure_probes(case, &labels(case))
+        let mut probes = figure_probes(case, &labels(case));
+        let route = vec![("route", case.route.clone())];
+        probes.push((UPSTREAM_STREAM_ERRORS, route, upstream_errors(case) as f64));
+        probes
     }
 }
 

@@ -175,7 +175,8 @@ fn the_fixtures_cover_every_reason_in_every_dialect_whole_and_streamed() {
             // Arguments that are text exist only where the wire or the
             // stream makes them text: OpenAI's string, Anthropic's and
             // Bedrock's deltas.
-            let text = dialect == "openai" || (["anthropic", "bedrock"].contains(&dialect) && streamed);
+            let text =
+                dialect == "openai" || (["anthropic", "bedrock"].contains(&dialect) && streamed);
             for reason in REASONS {
                 let reachable = text
                     || !reason.starts_with("tool_arguments_")

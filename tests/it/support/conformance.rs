@@ -52,6 +52,7 @@ pub const MALFORMED: &str = "probity_malformed_figures_total";
 pub const INVALID: &str = "probity_provider_invalid_response_total";
 pub const UNINSPECTED: &str = "probity_uninspected_total";
 pub const TOKENS: &str = "probity_tokens_total";
+pub const UPSTREAM_STREAM_ERRORS: &str = "probity_upstream_stream_errors_total";
 /// The `kind`s of `probity_tokens_total`.
 pub const KINDS: [&str; 3] = ["input", "output", "total"];
 

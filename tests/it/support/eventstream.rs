@@ -120,7 +120,6 @@ pub fn payload_range(raw: &[u8]) -> Option<std::ops::Range<usize>> {
     Some(12 + head..total - 4)
 }
 
-
 /// An exception frame, its headers in the order probity writes its own.
 pub fn exception(kind: &str, payload: &str) -> Vec<u8> {
     frame(
