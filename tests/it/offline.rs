@@ -43,11 +43,27 @@ fn probity_inspect_judges_every_fixture_as_the_proxy_does() {
             let expect: Value =
                 serde_json::from_slice(&std::fs::read(case.join("expect.json")).unwrap()).unwrap();
             let endpoint = std::fs::read_to_string(case.join("endpoint")).unwrap();
-            let response = ["response.json", "response.sse", "response.ndjson"]
+            let mut response = ["response.json", "response.sse", "response.ndjson"]
                 .iter()
                 .map(|f| case.join(f))
-                .find(|p| p.exists())
+                .find(|p| p.exists());
+            // An event stream is written as text: inspect reads its bytes.
+            let events = case.join("response.events");
+            if response.is_none() && events.exists() {
+                let text = std::fs::read_to_string(&events).unwrap();
+                let saved = std::env::temp_dir().join(format!(
+                    "probity-offline-{}-{}.bin",
+                    std::process::id(),
+                    name.replace('/', "-")
+                ));
+                std::fs::write(
+                    &saved,
+                    crate::support::eventstream::from_text(&text).unwrap(),
+                )
                 .unwrap();
+                response = Some(saved);
+            }
+            let response = response.unwrap();
             let output = Command::new(env!("CARGO_BIN_EXE_probity"))
                 .env_remove("PROBITY_CONFIG")
                 .args(["inspect", "--json", "--route", dialect, "--path"])
@@ -93,7 +109,15 @@ fn probity_inspect_judges_every_fixture_as_the_proxy_does() {
                         .unwrap_or(response.clone());
                     // The verdict comment is the contract suites' to judge.
                     let stdout = crate::support::fixtures::without_verdict(&output.stdout);
-                    if code != Some(0) || stdout != std::fs::read(&client).unwrap() {
+                    let expected_events = case.join("expected.events");
+                    let want_body = match expected_events.exists() {
+                        true => crate::support::eventstream::from_text(
+                            &std::fs::read_to_string(&expected_events).unwrap(),
+                        )
+                        .unwrap(),
+                        false => std::fs::read(&client).unwrap(),
+                    };
+                    if code != Some(0) || stdout != want_body {
                         problems.push(format!("{name}: exit {code:?}, the body differs"));
                     }
                     let pointers = expect["pointers"].clone();
