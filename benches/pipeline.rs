@@ -24,10 +24,10 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::HeaderMap;
 use probity::config::{load, DEFAULT_TOML};
 use probity::config::{CitationsConfig, ContractConfig};
-use probity::contract::{Contract, Requested, SchemaCache};
 use probity::forward::remove_hop_by_hop;
-use probity::inspect::{self, Contracts, Exchange, Verdict};
 use probity::route::RouteTable;
+use probity_judge::contract::{Contract, Requested, SchemaCache};
+use probity_judge::inspect::{self, Contracts, Exchange, Verdict};
 use std::hint::black_box;
 use std::sync::Arc;
 

@@ -21,9 +21,9 @@ use http::{Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::forward::{ForwardError, X_REQUEST_ID};
-use crate::inspect::Envelope;
 use crate::route::{AdminRefusal, NoRoute};
-use crate::violation::Violation;
+use probity_judge::inspect::Envelope;
+use probity_judge::violation::Violation;
 
 /// Faults in the client's request, found by `server` before forwarding.
 #[derive(Debug, thiserror::Error)]

@@ -9,30 +9,16 @@
 //! every fault to one HTTP error shape, `telemetry` logs and counts.
 
 pub(crate) mod admin;
-pub(crate) mod batch;
 pub(crate) mod capture;
 pub mod cli;
 pub mod config;
 pub(crate) mod connect;
-pub mod contract;
 pub(crate) mod error;
-pub(crate) mod figures;
 pub mod forward;
-/// Entry points for the fuzz targets (`fuzz/`) and their seed replay.
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod inspect;
-pub(crate) mod invariants;
-pub(crate) mod json;
-/// The JSON scanner fed a body read by read, for its benchmark.
-#[doc(hidden)]
-pub use json::scan_in_reads;
 pub mod logs;
 pub mod offline;
-pub(crate) mod outcome;
 pub(crate) mod request_id;
 pub mod route;
 pub mod server;
 pub mod telemetry;
 pub(crate) mod trace;
-pub mod violation;

@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use probity::cli::{Cli, Command, ConfigCommand};
 use probity::config::{self, Config, Problems};
-use probity::inspect;
 use probity::route::RouteTable;
 use probity::server::Probity;
 use probity::telemetry;
+use probity_judge::inspect;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -9,11 +9,11 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 
-use crate::contract::SchemaCache;
 use crate::error::{Answering, ProxyError};
-use crate::inspect::{self, Asked, Contracts, Endpoint, Exchange, Findings, Verdict};
-use crate::outcome::Outcome;
 use crate::route::{Route, RouteTable};
+use probity_judge::contract::SchemaCache;
+use probity_judge::inspect::{self, Asked, Contracts, Endpoint, Exchange, Findings, Verdict};
+use probity_judge::outcome::Outcome;
 
 /// What judging a saved response found.
 #[derive(Debug, serde::Serialize)]
@@ -27,7 +27,7 @@ pub struct Judged {
     /// The payload invariant broken, for a rejection.
     pub invariant: Option<&'static str>,
     /// The output contract's reasons, for an invalid answer.
-    pub output_reasons: Vec<crate::contract::Reason>,
+    pub output_reasons: Vec<probity_judge::contract::Reason>,
     /// What the client would receive: the body (a rejection's error body,
     /// or a stream ending with its error event).
     #[serde(skip)]

@@ -206,7 +206,7 @@ pub(crate) struct RequestRecord {
     pub(crate) captured: bool,
     /// How an error is answered: the route dialect's envelope, and its
     /// retry advice (OpenAI's shape until a route matched).
-    pub(crate) envelope: crate::inspect::Envelope,
+    pub(crate) envelope: probity_judge::inspect::Envelope,
     pub(crate) retry_invalid: bool,
     /// The request's span, when spans are exported.
     pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
@@ -530,7 +530,7 @@ pub(crate) fn output_invalid(
     task: &str,
     client: Option<&str>,
     request_id: &HeaderValue,
-    reasons: &[crate::contract::Reason],
+    reasons: &[probity_judge::contract::Reason],
 ) {
     let client = client.unwrap_or(UNKNOWN_CLIENT);
     for reason in reasons {
@@ -542,7 +542,7 @@ pub(crate) fn output_invalid(
         request_id = request_id.to_str().unwrap_or("-"),
         task,
         client,
-        reasons = %crate::contract::joined(reasons),
+        reasons = %probity_judge::contract::joined(reasons),
         "model output invalid"
     );
 }

@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(broken) = probity::fuzzing::embeddings(data) {
+    if let Err(broken) = probity_properties::embeddings(data) {
         panic!("embeddings: {broken}");
     }
 });

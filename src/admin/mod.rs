@@ -44,9 +44,9 @@ use tokio::net::TcpListener;
 
 use crate::capture::{Captures, Meta, Query, Stored};
 use crate::error::{Answering, ProxyError, RequestError};
-use crate::inspect::Envelope;
 use crate::route::{AdminRefusal, RouteSummary};
 use crate::telemetry;
+use probity_judge::inspect::Envelope;
 
 /// Reloads the configuration: the routes now in force, or its problems.
 pub(crate) type Reload = Arc<dyn Fn() -> Result<usize, String> + Send + Sync>;

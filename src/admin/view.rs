@@ -8,7 +8,7 @@ use std::ops::Range;
 use serde_json::{json, Value};
 
 use crate::capture::Meta;
-use crate::json::{Document, Json};
+use probity_judge::json::{Document, Json};
 
 /// Bodies larger than this are not laid out (the page links the raw one).
 const MAX_VIEW_BYTES: usize = 4 << 20;

@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::config::{CaptureConfig, CaptureMode, CapturePolicy};
-use crate::outcome::Outcome;
 use index::{Bounds, Entry, Index, Key, Pending, Summary};
+use probity_judge::outcome::Outcome;
 use store::Store;
 use writer::{DropReason, Drops, Job};
 
@@ -71,7 +71,7 @@ pub(crate) struct Capture {
     /// The broken invariant (rejected), or the fault that cut the stream.
     pub(crate) invariant: Option<&'static str>,
     /// The reasons the answer was invalid (none when it was valid).
-    pub(crate) reasons: Vec<crate::contract::Reason>,
+    pub(crate) reasons: Vec<probity_judge::contract::Reason>,
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
@@ -322,33 +322,6 @@ impl Captures {
             shared,
             queue,
         }))
-    }
-
-    /// A store in memory that keeps nothing, for offline use.
-    pub(crate) fn disabled() -> Arc<Self> {
-        let (queue, _) = mpsc::channel(1);
-        Arc::new(Self {
-            enabled: false,
-            max_body: 0,
-            instance: String::new(),
-            shared: Arc::new(writer::Shared {
-                store: Store::memory(),
-                index: Mutex::new(Index::default()),
-                indexed: watch::channel(true).0,
-                bounds: Bounds {
-                    max_entries: 0,
-                    max_bytes: 0,
-                    max_age: Duration::MAX,
-                },
-                drops: Drops::default(),
-                outstanding: AtomicUsize::new(0),
-                settled: Notify::new(),
-                closed: AtomicBool::new(true),
-                write_timeout: Duration::ZERO,
-                refreshed: Mutex::new(SystemTime::now()),
-            }),
-            queue,
-        })
     }
 
     /// How much of a stream's verbatim bytes to hold for its capture.

@@ -199,7 +199,7 @@ mod tests {
     use super::*;
 
     fn problems(text: &str) -> Vec<String> {
-        load(text, &crate::inspect::names())
+        load(text, &probity_judge::inspect::names())
             .expect_err("expected problems")
             .0
             .iter()

@@ -11,6 +11,9 @@ mod validate;
 pub use load::{load, load_file, Problem, Problems};
 pub(crate) use validate::parse_age;
 pub use validate::{Location, UpstreamUrl, UNKNOWN_CLIENT};
+// An output contract's settings belong to the judging core, which also
+// validates them; `[routes.contract]` is read into them here.
+pub use probity_judge::contract::{CitationsConfig, ContractConfig, OnInvalid, DEFAULT_DEGRADED};
 
 use serde::Deserialize;
 
@@ -272,75 +275,6 @@ pub struct RouteConfig {
     pub capture_sample: f64,
 }
 
-/// The degraded answer when a route configures none.
-pub const DEFAULT_DEGRADED: &str =
-    r#"{"answer": "", "sufficient": false, "citations": [], "uncertainty": ["{reason}"]}"#;
-
-/// `[routes.contract]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ContractConfig {
-    /// The `task` label on `probity_model_invalid_output_total`.
-    pub task: String,
-    /// `annotate` (default) or `degrade`.
-    pub on_invalid: OnInvalid,
-    /// JSON pointers of the answer's free-text fields.
-    pub prose: Vec<String>,
-    /// Prose shorter than this (trimmed, in characters) carries no meaning.
-    pub min_chars: usize,
-    /// Prose longer than this is `too_long`.
-    pub max_chars: usize,
-    /// Added to the built-in placeholders.
-    pub placeholders: Vec<String>,
-    /// The answer that replaces an invalid one with `on_invalid = "degrade"`;
-    /// `{reason}` becomes the reason sentence.
-    pub degraded: String,
-    /// `[routes.contract.citations]`: grounding in the supplied sources.
-    pub citations: Option<CitationsConfig>,
-}
-
-impl Default for ContractConfig {
-    fn default() -> Self {
-        Self {
-            task: "answer".into(),
-            on_invalid: OnInvalid::Annotate,
-            prose: Vec::new(),
-            min_chars: 1,
-            max_chars: 100_000,
-            placeholders: Vec::new(),
-            degraded: DEFAULT_DEGRADED.into(),
-            citations: None,
-        }
-    }
-}
-
-/// What happens to an invalid answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum OnInvalid {
-    /// The body is unchanged; the headers say it is invalid.
-    #[default]
-    Annotate,
-    /// The answer is replaced by the degraded one.
-    Degrade,
-}
-
-/// `[routes.contract.citations]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CitationsConfig {
-    /// The array of cited source ids in the answer.
-    pub output: String,
-    /// The array of `{id, text}` sources in the request's prompt document.
-    pub sources: String,
-    /// An answer that cites nothing is invalid.
-    #[serde(default)]
-    pub required: bool,
-    /// The array of strings the answer claims to quote.
-    #[serde(default)]
-    pub quotes: Option<String>,
-}
-
 impl Default for RouteConfig {
     fn default() -> Self {
         Self {
@@ -374,8 +308,8 @@ mod tests {
 
     #[test]
     fn the_embedded_default_is_valid_and_serves_every_documented_route() {
-        let config =
-            load(DEFAULT_TOML, &crate::inspect::names()).expect("embedded default must validate");
+        let config = load(DEFAULT_TOML, &probity_judge::inspect::names())
+            .expect("embedded default must validate");
         assert_eq!(config.server.listen, "127.0.0.1:8080");
         assert_eq!(config.server.admin_listen, "127.0.0.1:9464");
         let prefixes: Vec<&str> = config.routes.iter().map(|r| r.prefix.as_str()).collect();
@@ -407,7 +341,7 @@ mod tests {
             upstream = "http://127.0.0.1:1"
             dialect = "passthrough"
             "#,
-            &crate::inspect::names(),
+            &probity_judge::inspect::names(),
         )
         .unwrap();
         let route = &config.routes[0];

@@ -9,7 +9,7 @@ const MIN_HEADER_BYTES: u64 = 8192;
 use http::uri::{Authority, Scheme};
 use http::Uri;
 
-use super::{Config, ContractConfig, Problem, RouteConfig, ServerConfig};
+use super::{Config, Problem, RouteConfig, ServerConfig};
 
 /// An upstream URL taken apart: what forwarding needs to build each request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -459,57 +459,6 @@ impl RouteConfig {
     }
 }
 
-impl ContractConfig {
-    /// The problems of a route's `[routes.contract]`, by key under it.
-    fn validate(&self, problem: &mut impl FnMut(&str, String)) {
-        let contract = self;
-        let label = !contract.task.is_empty()
-            && contract.task.len() <= 64
-            && contract
-                .task
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-        if !label {
-            problem(
-                "task",
-                "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '-', '.' (a metric label)"
-                    .into(),
-            );
-        }
-        let pointers = contract
-            .prose
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (format!("prose[{i}]"), p));
-        let citations = contract.citations.iter().flat_map(|c| {
-            [
-                ("citations.output".to_string(), &c.output),
-                ("citations.sources".to_string(), &c.sources),
-            ]
-            .into_iter()
-            .chain(c.quotes.iter().map(|q| ("citations.quotes".to_string(), q)))
-        });
-        for (key, pointer) in pointers.chain(citations) {
-            if !pointer.starts_with('/') {
-                problem(
-                    &key,
-                    format!("\"{pointer}\" is not a JSON pointer (it starts with '/')"),
-                );
-            }
-        }
-        if contract.min_chars > contract.max_chars {
-            problem("min_chars", "must not exceed max_chars".into());
-        }
-        let filled = contract.degraded.replace("{reason}", "reason");
-        if serde_json::from_str::<serde_json::Value>(&filled).is_err() {
-            problem(
-                "degraded",
-                "must be JSON (with {reason} inside a string)".into(),
-            );
-        }
-    }
-}
-
 /// A route name is a metric label: short, plain, and present.
 fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
@@ -723,7 +672,7 @@ mod tests {
             [[routes]]
             prefix = "/c/"
             "#,
-            &crate::inspect::names(),
+            &probity_judge::inspect::names(),
         )
         .unwrap_err();
         let found: Vec<String> = problems.0.iter().map(ToString::to_string).collect();

@@ -29,8 +29,8 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
-use crate::json::Scanner;
 use crate::trace::RequestSpan;
+use probity_judge::json::Scanner;
 
 pub(crate) use body::{ClientFault, UpstreamBody};
 pub use headers::remove_hop_by_hop;
@@ -222,7 +222,7 @@ impl Credential {
             .split('&')
             .filter(|pair| {
                 let raw = pair.split_once('=').map_or(*pair, |(name, _)| name);
-                !crate::json::percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
+                !probity_judge::json::percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
             })
             .collect();
         if kept.len() == query.split('&').count() {
@@ -289,7 +289,7 @@ pub(crate) fn upstream_request(
     }
     if upstream.signer.is_some() {
         // The client's own key or signature is not for the upstream.
-        for name in crate::inspect::credential_headers() {
+        for name in probity_judge::inspect::credential_headers() {
             headers.remove(name);
         }
     }

@@ -20,7 +20,7 @@ use http::HeaderMap;
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::config::{ClientConfig, Problem};
-use crate::inspect::{self, CredentialSpec};
+use probity_judge::inspect::{self, CredentialSpec};
 
 /// The shortest token accepted: a guessable token is no gate.
 const MIN_TOKEN_CHARS: usize = 16;

@@ -14,7 +14,7 @@ pub(crate) use clients::{AdminRefusal, AdminToken, Clients, Refused};
 
 use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
 use crate::forward::{Credential, Limits, Upstream};
-use crate::inspect::{self, Dialect};
+use probity_judge::inspect::{self, Dialect};
 
 /// A configured route, ready to serve.
 pub(crate) struct Route {
@@ -350,7 +350,11 @@ mod tests {
                 1000 + i
             ));
         }
-        RouteTable::build(&load(&text, &crate::inspect::names()).unwrap(), |_| None).unwrap()
+        RouteTable::build(
+            &load(&text, &probity_judge::inspect::names()).unwrap(),
+            |_| None,
+        )
+        .unwrap()
     }
 
     fn find<'a>(table: &'a RouteTable, path: &'a str) -> Option<(String, &'a str)> {
@@ -400,7 +404,7 @@ mod tests {
         };
         let config = load(
             &text("aws_region = \"us-east-1\""),
-            &crate::inspect::names(),
+            &probity_judge::inspect::names(),
         )
         .unwrap();
         let err = RouteTable::build(&config, |_| None).err().unwrap();
@@ -423,7 +427,9 @@ mod tests {
 
         let both_ways =
             text("aws_region = \"us-east-1\"\napi_key_env = \"AWS_BEARER_TOKEN_BEDROCK\"");
-        let err = load(&both_ways, &crate::inspect::names()).err().unwrap();
+        let err = load(&both_ways, &probity_judge::inspect::names())
+            .err()
+            .unwrap();
         assert_eq!(err.0[0].path, "routes[0].aws_region");
         assert!(
             err.0[0].message.contains("not both"),
@@ -431,15 +437,20 @@ mod tests {
             err.0[0].message
         );
         let openai = text("aws_region = \"us-east-1\"").replace("\"bedrock\"", "\"openai\"");
-        let err = load(&openai, &crate::inspect::names()).err().unwrap();
+        let err = load(&openai, &probity_judge::inspect::names())
+            .err()
+            .unwrap();
         assert!(
             err.0[0].message.contains("Bedrock only"),
             "{}",
             err.0[0].message
         );
-        let err = load(&text("aws_region = \"US East\""), &crate::inspect::names())
-            .err()
-            .unwrap();
+        let err = load(
+            &text("aws_region = \"US East\""),
+            &probity_judge::inspect::names(),
+        )
+        .err()
+        .unwrap();
         assert!(
             err.0[0].message.contains("not an AWS region"),
             "{}",
@@ -451,7 +462,7 @@ mod tests {
     fn a_credential_that_cannot_be_a_header_is_a_problem() {
         let config = load(
             "[[routes]]\nname = \"o\"\nprefix = \"/o\"\nupstream = \"https://api.openai.com\"\ndialect = \"openai\"\napi_key_env = \"K\"\n",
-        &crate::inspect::names(),
+        &probity_judge::inspect::names(),
         )
         .unwrap();
         let key = |value: &'static str| move |var: &str| (var == "K").then(|| value.to_string());

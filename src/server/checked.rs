@@ -25,9 +25,9 @@ use crate::capture::Captures;
 use crate::config::CapturePolicy;
 use crate::error::ProxyError;
 use crate::forward::ForwardError;
-use crate::inspect::{Findings, StreamJudge};
 use crate::telemetry;
-use crate::violation::Violation;
+use probity_judge::inspect::StreamJudge;
+use probity_judge::violation::Violation;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
 pub(crate) struct StreamContext {
@@ -43,7 +43,7 @@ pub(crate) struct StreamContext {
     pub(crate) retain_limit: usize,
     /// How a mid-stream error is worded (its envelope is the stream's own
     /// error event).
-    pub(crate) envelope: crate::inspect::Envelope,
+    pub(crate) envelope: probity_judge::inspect::Envelope,
     pub(crate) retry_invalid: bool,
     /// The request's span, which the stream's findings complete.
     pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
@@ -92,11 +92,6 @@ impl CheckedStream {
     pub(crate) fn cut(&self) -> Option<&'static str> {
         let findings = self.judge.findings();
         findings.cut.or(findings.rejected)
-    }
-
-    /// What the checks found so far.
-    pub(crate) fn findings(&self) -> &Findings {
-        self.judge.findings()
     }
 
     /// Whether the verbatim upstream stream was captured (known once the

@@ -17,16 +17,16 @@ use super::body::Payload;
 use super::finish::{finish, Verbatim};
 use super::inspected::Call;
 use super::respond::{announce, respond};
-use crate::batch::{self, BatchSpec, Part};
 use crate::capture::ChunkAnswer;
-use crate::contract::SchemaCache;
 use crate::error::ProxyError;
 use crate::forward::{self, Fetched, Reading, Relay, Traced, UpstreamBody};
-use crate::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
 use crate::trace::RequestSpan;
-use crate::violation::Violation;
+use probity_judge::batch::Part;
+use probity_judge::contract::SchemaCache;
+use probity_judge::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
+use probity_judge::violation::Violation;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -55,7 +55,6 @@ struct Answer {
 
 pub(super) async fn send(
     call: &Call<'_>,
-    spec: BatchSpec,
     bodies: Vec<Bytes>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
@@ -72,7 +71,7 @@ pub(super) async fn send(
         Ok(answers) => answers,
         Err(failure) => return failed(call, failure, record),
     };
-    stitched(call, endpoint, &spec, answers, record)
+    stitched(call, endpoint, answers, record)
 }
 
 /// Sends the chunks, at most `max_chunk_concurrency` in flight, started in
@@ -208,7 +207,6 @@ fn failed(
 fn stitched(
     call: &Call<'_>,
     endpoint: &'static Endpoint,
-    spec: &BatchSpec,
     answers: Vec<Answer>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
@@ -231,7 +229,7 @@ fn stitched(
         body: Bytes::new(),
         chunks,
     };
-    let stitched = match batch::stitch(&parts, spec, endpoint.figures, endpoint.header_figures) {
+    let stitched = match endpoint.stitch(&parts) {
         Ok(stitched) => stitched,
         Err(violation) => {
             let findings = Findings {

@@ -40,14 +40,14 @@ use super::inspected::Call;
 use super::respond::{cannot_build, error_response, respond};
 use super::tunnel;
 use super::Shared;
-use crate::batch::{self, BatchSpec};
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ClientFault, Fetched, Reading, Traced, UpstreamBody};
-use crate::inspect::{self, Asked, Endpoint, Envelope};
 use crate::request_id::request_id;
 use crate::route::{Matched, Route, RouteTable};
 use crate::telemetry::{self, RequestRecord};
 use crate::trace;
+use probity_judge::batch;
+use probity_judge::inspect::{self, Asked, Endpoint, Envelope};
 
 /// The proxy's service: every request gets exactly one response.
 pub(super) async fn handle(
@@ -131,7 +131,7 @@ enum Plan<'a> {
 enum Sending {
     /// A batch larger than the route's `max_batch_inputs`: as chunks,
     /// their answers stitched (`chunks`).
-    Chunked(BatchSpec, Vec<Bytes>),
+    Chunked(Vec<Bytes>),
     /// As it came, its answer read whole or judged event by event, as the
     /// request asked.
     One(Reading),
@@ -184,7 +184,7 @@ async fn exchange(
         (inspect.endpoint, &inspect.body),
     );
     let reading = match sending {
-        Sending::Chunked(spec, bodies) => return chunks::send(&call, spec, bodies, record).await,
+        Sending::Chunked(bodies) => return chunks::send(&call, bodies, record).await,
         Sending::One(reading) => reading,
     };
     let upstream_request =
@@ -238,12 +238,12 @@ async fn plan<'a>(
     *reserved = Some(shared.held.admit(&holder, &route.name)?);
     let body = read_body(body, &parts.headers, shared).await?;
     if let Some(span) = &record.span {
-        span.requested(endpoint.operation, &body, path);
+        span.requested(endpoint.operation(), &body, path);
     }
     let split = route
         .max_batch_inputs
-        .zip(endpoint.batch)
-        .and_then(|(max, spec)| batch::split(&body, &spec, max).map(|bodies| (spec, bodies)));
+        .zip(endpoint.batch().copied())
+        .and_then(|(max, spec)| batch::split(&body, &spec, max));
     let reading = match endpoint.asked(&body) {
         Asked::Unknown => Reading::ByMedia,
         Asked::Document => Reading::Document,
@@ -251,7 +251,7 @@ async fn plan<'a>(
     };
     let inspect = Inspect { endpoint, body };
     Ok(match split {
-        Some((spec, bodies)) => Plan::Inspected(inspect, Sending::Chunked(spec, bodies)),
+        Some(bodies) => Plan::Inspected(inspect, Sending::Chunked(bodies)),
         None => Plan::Inspected(inspect, Sending::One(reading)),
     })
 }

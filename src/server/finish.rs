@@ -11,9 +11,9 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::capture::{chosen, Capture, Captures, ChunkAnswer};
 use crate::config::CapturePolicy;
-use crate::inspect::Findings;
 use crate::telemetry;
 use crate::trace::{Judged, RequestSpan};
+use probity_judge::inspect::Findings;
 
 /// What the request's span shows of the findings.
 fn judged(findings: &Findings) -> Judged<'_> {

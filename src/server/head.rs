@@ -89,7 +89,7 @@ pub(super) fn clean(headers: &mut HeaderMap, peer: Option<Peer>, trusted_hops: u
     }
     // A credential is kept out of debug output and, to an HTTP/2 upstream,
     // out of HPACK's tables (RFC 7541 §7.1.3).
-    for name in crate::inspect::credential_headers() {
+    for name in probity_judge::inspect::credential_headers() {
         if let http::header::Entry::Occupied(mut entry) = headers.entry(name) {
             for value in entry.iter_mut() {
                 value.set_sensitive(true);

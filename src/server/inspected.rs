@@ -16,10 +16,10 @@ use super::respond::{announce, cannot_build, respond};
 use super::Shared;
 use crate::error::ProxyError;
 use crate::forward::{self, Relay, UpstreamBody};
-use crate::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
-use crate::json::Scanner;
 use crate::route::Route;
 use crate::telemetry::{self, RequestRecord};
+use probity_judge::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
+use probity_judge::json::Scanner;
 
 /// One client call, as the phases after the request filter see it.
 pub(super) struct Call<'a> {

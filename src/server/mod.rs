@@ -21,7 +21,6 @@ mod reload;
 mod respond;
 mod tunnel;
 
-pub(crate) use checked::{CheckedStream, StreamContext};
 pub use reload::Source;
 use reload::{Reloader, Routes};
 
@@ -43,10 +42,10 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::admin;
 use crate::capture::Captures;
 use crate::config::Config;
-use crate::contract::SchemaCache;
 use crate::error::{ProxyError, RequestError};
 use crate::route::RouteTable;
 use crate::telemetry;
+use probity_judge::contract::SchemaCache;
 
 /// What every request handler reads.
 pub(crate) struct Shared {
@@ -439,7 +438,7 @@ async fn refuse(stream: TcpStream, limit: u64) {
         let at = crate::error::Answering {
             route: None,
             request_id: &request_id,
-            envelope: crate::inspect::Envelope::Nested,
+            envelope: probity_judge::inspect::Envelope::Nested,
             retry_invalid: false,
             mid_stream: false,
         };

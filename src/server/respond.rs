@@ -9,10 +9,10 @@ use http::{response, HeaderMap, Response};
 
 use super::body::Payload;
 use crate::error::ProxyError;
-use crate::figures;
 use crate::forward::{self, remove_hop_by_hop, X_REQUEST_ID};
-use crate::inspect::Findings;
 use crate::telemetry::{self, RequestRecord};
+use probity_judge::figures;
+use probity_judge::inspect::Findings;
 
 /// Lists the JSON pointers of the figures a response had nulled.
 pub(crate) const PROBITY_NORMALIZED: HeaderName = HeaderName::from_static("probity-normalized");
@@ -39,7 +39,7 @@ pub(super) fn announce(headers: &mut HeaderMap, findings: &Findings, record: &Re
         headers.insert(PROBITY_OUTPUT, value);
         if let (false, Ok(reasons)) = (
             valid,
-            HeaderValue::try_from(crate::contract::joined(&verdict.reasons)),
+            HeaderValue::try_from(probity_judge::contract::joined(&verdict.reasons)),
         ) {
             headers.insert(PROBITY_OUTPUT_REASON, reasons);
         }

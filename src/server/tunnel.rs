@@ -39,9 +39,9 @@ use super::body::Payload;
 use super::respond::respond;
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ForwardError, Handshake, UpstreamBody};
-use crate::inspect::realtime::{self, Kind};
 use crate::route::Route;
 use crate::telemetry::{self, Ending, RequestRecord};
+use probity_judge::inspect::realtime::{self, Kind};
 
 /// How long a side has to answer a close frame before its connection is
 /// dropped.

@@ -27,7 +27,7 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SpanData, SpanEve
 pub(crate) use export::{describe, ExportError};
 
 use crate::config::TelemetryConfig;
-use crate::outcome::Outcome;
+use probity_judge::outcome::Outcome;
 
 /// Makes request spans and sends them to the export queue.
 #[derive(Debug)]
@@ -147,7 +147,7 @@ pub(crate) struct Judged<'a> {
     pub(crate) tokens: &'a [(&'static str, u64)],
     pub(crate) pointers: &'a [String],
     pub(crate) invariant: Option<&'static str>,
-    pub(crate) reasons: &'a [crate::contract::Reason],
+    pub(crate) reasons: &'a [probity_judge::contract::Reason],
     pub(crate) response_model: Option<&'a str>,
     pub(crate) response_id: Option<&'a str>,
 }

@@ -1,6 +1,6 @@
 //! The shape of the code, checked like behaviour: imports between the
-//! top-level modules of `src/`, and between any two of its files, only go
-//! one way (no cycle), and no function
+//! top-level modules of the workspace's crates, and between any two of
+//! their files, only go one way (no cycle), and no function
 //! outside tests is longer than a reader can hold (80 lines). Read from the
 //! source text, so a new cycle or a grown function fails CI with its name.
 
@@ -9,6 +9,24 @@ use std::path::{Path, PathBuf};
 
 /// Longest function body, in lines, outside `#[cfg(test)]` code.
 const MAX_FUNCTION_LINES: usize = 80;
+
+/// The workspace's library crates, by the name their paths use, and the
+/// folder of each one's sources.
+fn crates() -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![("probity".to_string(), root.join("src"))];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().replace('-', "_");
+        out.push((name, dir.join("src")));
+    }
+    out.sort();
+    assert!(
+        out.iter().any(|(name, _)| name == "probity_judge"),
+        "{out:?}"
+    );
+    out
+}
 
 fn sources() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -22,17 +40,33 @@ fn sources() -> Vec<PathBuf> {
         }
     }
     let mut out = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
+    for (_, src) in crates() {
+        walk(&src, &mut out);
+    }
     out.sort();
     out
 }
 
-/// The top-level module a file belongs to (`src/inspect/openai.rs` → `inspect`).
-fn module_of(path: &Path) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let relative = path.strip_prefix(&src).unwrap();
-    let first = relative.components().next().unwrap().as_os_str();
-    first.to_string_lossy().trim_end_matches(".rs").to_string()
+/// A file's module path, its crate first: `src/server/exchange.rs` →
+/// `probity::server::exchange`, `crates/probity-judge/src/inspect/mod.rs`
+/// → `probity_judge::inspect`, `src/lib.rs` → `probity`.
+fn module_path(path: &Path) -> Vec<String> {
+    let (name, src) = crates()
+        .into_iter()
+        .find(|(_, src)| path.starts_with(src))
+        .unwrap();
+    let relative = path.strip_prefix(&src).unwrap().with_extension("");
+    let mut segments: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if segments.last().is_some_and(|s| s == "mod")
+        || matches!(&segments[..], [s] if s == "lib" || s == "main")
+    {
+        segments.pop();
+    }
+    segments.insert(0, name);
+    segments
 }
 
 /// A file's text without its `#[cfg(test)]` module (by convention the last
@@ -45,81 +79,33 @@ fn non_test_text(path: &Path) -> String {
     }
 }
 
-/// The `crate::<module>` names a text uses.
-fn imports(text: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !name.is_empty() {
-            found.insert(name);
-        }
-    }
-    found
-}
-
-#[test]
-fn imports_between_top_level_modules_have_no_cycle() {
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for path in sources() {
-        let module = module_of(&path);
-        if matches!(module.as_str(), "lib" | "main") {
-            continue;
-        }
-        let used = imports(&non_test_text(&path));
-        let edges = graph.entry(module.clone()).or_default();
-        edges.extend(used.into_iter().filter(|m| *m != module));
-    }
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!(
-            "an import cycle between top-level modules: {}\nthe graph: {graph:#?}",
-            cycle.join(" -> ")
-        );
-    }
-    assert!(graph.contains_key("inspect") && graph["server"].contains("inspect"));
-}
-
-/// A file's module path: `src/server/exchange.rs` → `server::exchange`,
-/// `src/server/mod.rs` → `server`, `src/lib.rs` → the crate root (empty).
-fn module_path(path: &Path) -> Vec<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let relative = path.strip_prefix(&src).unwrap().with_extension("");
-    let mut segments: Vec<String> = relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().to_string())
-        .collect();
-    if segments.last().is_some_and(|s| s == "mod")
-        || matches!(&segments[..], [s] if s == "lib" || s == "main")
-    {
-        segments.pop();
-    }
-    segments
-}
-
-/// The modules (files) a file's text names through `crate::…` and
-/// `super::…` paths, `use` groups included: for each path, the longest
-/// prefix that is a file of `known`.
+/// The modules (files) a file's text names through `crate::…`, `super::…`
+/// and other crates' `probity_judge::…` paths, `use` groups included: for
+/// each path, the longest prefix that is a file of `known`.
 fn file_imports(
     module: &[String],
     text: &str,
     known: &BTreeSet<Vec<String>>,
 ) -> BTreeSet<Vec<String>> {
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut roots = vec![
+        ("crate::".to_string(), module[..1].to_vec()),
+        (
+            "super::".to_string(),
+            module[..module.len().saturating_sub(1)].to_vec(),
+        ),
+    ];
+    for (name, _) in crates() {
+        roots.push((format!("{name}::"), vec![name]));
+    }
     let mut found = BTreeSet::new();
-    for (root, base) in [
-        ("crate::", Vec::new()),
-        ("super::", module[..module.len().saturating_sub(1)].to_vec()),
-    ] {
+    for (root, base) in roots {
         let mut rest = text;
-        while let Some(at) = rest.find(root) {
+        while let Some(at) = rest.find(root.as_str()) {
             let before = rest[..at].chars().last();
             rest = &rest[at + root.len()..];
-            if before.is_some_and(ident) {
-                continue; // `xsuper::`, not a path of ours
+            if before.is_some_and(|c| ident(c) || c == ':') {
+                continue; // `xsuper::` or `a::probity::`, not a path of ours
             }
             // `crate::a::b::C`, or a group `crate::{a::b, c}`: each path in it.
             let paths: Vec<&str> = match rest.strip_prefix('{') {
@@ -150,8 +136,17 @@ fn file_imports(
     found
 }
 
-#[test]
-fn imports_between_files_have_no_cycle() {
+/// Every file's imports, as edges between module paths: `depth` segments
+/// of each (2: a crate's top-level modules; 0: whole paths, files).
+fn import_graph(depth: usize) -> BTreeMap<String, BTreeSet<String>> {
+    let cut = |m: &[String]| {
+        m[..if depth == 0 {
+            m.len()
+        } else {
+            m.len().min(depth)
+        }]
+            .to_vec()
+    };
     let files: Vec<(Vec<String>, String)> = sources()
         .iter()
         .map(|path| (module_path(path), non_test_text(path)))
@@ -170,23 +165,63 @@ fn imports_between_files_have_no_cycle() {
                 edges.insert(child.clone());
             }
         }
+        let from = cut(module);
         // A child naming what its parents hold for all of their files
         // (`super::Shared`) is not a circle: the parent owns its children.
-        edges.retain(|target| target != module && !module.starts_with(target));
+        // A crate's root (lib.rs, main.rs) only declares and re-exports.
+        let edges: BTreeSet<Vec<String>> = edges
+            .iter()
+            .filter(|target| **target != *module && !module.starts_with(target))
+            .map(|target| cut(target))
+            .filter(|target| *target != from && target.len() > 1)
+            .collect();
+        if from.len() < 2 {
+            continue;
+        }
         graph
-            .entry(module.join("::"))
+            .entry(from.join("::"))
             .or_default()
             .extend(edges.iter().map(|t| t.join("::")));
     }
+    graph
+}
+
+#[test]
+fn imports_between_top_level_modules_have_no_cycle() {
+    let graph = import_graph(2);
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!(
+            "an import cycle between top-level modules: {}\nthe graph: {graph:#?}",
+            cycle.join(" -> ")
+        );
+    }
+    assert!(
+        graph["probity::server"].contains("probity_judge::inspect"),
+        "{graph:#?}"
+    );
+}
+
+#[test]
+fn imports_between_files_have_no_cycle() {
+    let graph = import_graph(0);
     if let Some(cycle) = find_cycle(&graph) {
         panic!("an import cycle between files: {}", cycle.join(" -> "));
     }
     assert!(
-        graph["server::exchange"].contains("server::chunks"),
+        graph["probity::server::exchange"].contains("probity::server::chunks"),
         "{graph:#?}"
     );
     assert!(
-        graph["server::chunks"].contains("server::inspected"),
+        graph["probity::server::chunks"].contains("probity::server::inspected"),
+        "{graph:#?}"
+    );
+    assert!(
+        graph["probity_judge::inspect::openai"].contains("probity_judge::figures"),
+        "{graph:#?}"
+    );
+    assert!(
+        graph["probity::server::inspected"].contains("probity_judge::inspect::stream_judge")
+            || graph["probity::server::inspected"].contains("probity_judge::inspect"),
         "{graph:#?}"
     );
 }
@@ -357,7 +392,7 @@ fn the_readme_names_every_metric_error_type_key_and_invariant() {
 fn the_readme_names_every_reason() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let missing: Vec<&str> = probity::contract::Reason::ALL
+    let missing: Vec<&str> = probity_judge::contract::Reason::ALL
         .iter()
         .map(|r| r.as_str())
         .filter(|r| !readme.contains(&format!("`{r}`")))

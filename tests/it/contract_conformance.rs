@@ -47,7 +47,7 @@ use serde_json::Value;
 /// The answer's reasons, in verdict order (the tool calls' are
 /// tests/it/tool_conformance.rs's).
 fn answer_reasons() -> Vec<&'static str> {
-    probity::contract::Reason::ALL
+    probity_judge::contract::Reason::ALL
         .iter()
         .filter(|r| !r.of_a_tool_call())
         .map(|r| r.as_str())

@@ -1,7 +1,7 @@
 //! The fuzz targets' seed corpus, replayed as an ordinary test so that CI
 //! runs it: every fixture under `tests/fixtures/` (and every shipped
 //! configuration) becomes seeds for the targets it fits, each seed goes
-//! through the same `probity::fuzzing` entry point the fuzz target in
+//! through the same `probity_properties` entry point the fuzz target in
 //! `fuzz/` calls, and every one must keep its property (`Ok`). The inputs
 //! the fuzzer found that once broke a property are replayed the same way
 //! (`FOUND`).
@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support::eventstream;
-use probity::fuzzing::{self, pack};
+use probity_properties::{self as fuzzing, pack};
 use serde_json::Value;
 
 type Target = fn(&[u8]) -> Result<(), String>;

@@ -55,7 +55,7 @@ pub(super) struct Tape {
 
 /// Why a text is not JSON, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ParseError {
+pub struct ParseError {
     what: &'static str,
     at: usize,
 }
@@ -201,7 +201,7 @@ enum Part {
 /// escape or a literal it cut (at most five); only the tail is left to
 /// scan when the last byte comes.
 #[derive(Debug, Clone)]
-pub(crate) struct Scanner {
+pub struct Scanner {
     i: usize,
     phase: Phase,
     cut: Cut,
@@ -237,7 +237,7 @@ impl Scanner {
     /// Scans what has arrived of a document: `received` is every byte so
     /// far (the same bytes as before, and more). Stops at the first fault,
     /// which [`Scanner::finish`] reports.
-    pub(crate) fn feed(&mut self, received: &[u8]) {
+    pub fn feed(&mut self, received: &[u8]) {
         if !self.finished && u32::try_from(received.len()).is_ok_and(|n| n < u32::MAX) {
             if let Err(fault) = self.run(received, false) {
                 self.fault = Some(fault);

@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::config::{ContractConfig, OnInvalid};
+mod config;
+
 use crate::json::Json;
+pub use config::{CitationsConfig, ContractConfig, OnInvalid, DEFAULT_DEGRADED};
 pub(crate) use schema::Compiled;
 pub use schema::SchemaCache;
 pub(crate) use tools::{
@@ -140,7 +142,7 @@ impl serde::Serialize for Reason {
 
 /// The labels of `reasons`, comma-separated (`probity-output-reason`, the
 /// stream's verdict comment, the log line).
-pub(crate) fn joined(reasons: &[Reason]) -> String {
+pub fn joined(reasons: &[Reason]) -> String {
     let labels: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
     labels.join(",")
 }
@@ -351,11 +353,11 @@ impl Contract {
     }
 
     /// The degraded answer with the reason sentence filled in: JSON text.
-    pub(crate) fn degraded(&self, verdict: &OutputVerdict) -> String {
+    pub fn degraded(&self, verdict: &OutputVerdict) -> String {
         let template = self
             .config
             .as_ref()
-            .map_or(crate::config::DEFAULT_DEGRADED, |c| c.degraded.as_str());
+            .map_or(DEFAULT_DEGRADED, |c| c.degraded.as_str());
         // The sentence goes inside a JSON string: escape it as one.
         let quoted = serde_json::to_string(&verdict.sentence()).unwrap_or_default();
         template.replace("{reason}", &quoted[1..quoted.len() - 1])
@@ -701,8 +703,8 @@ fn fold(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::CitationsConfig;
     use super::*;
-    use crate::config::CitationsConfig;
 
     fn grounded() -> Arc<ContractConfig> {
         Arc::new(ContractConfig {

@@ -19,9 +19,9 @@ mod jina;
 mod ollama;
 mod openai;
 mod passthrough;
-pub(crate) mod realtime;
+pub mod realtime;
 mod responses;
-pub(crate) mod stream;
+pub mod stream;
 mod stream_judge;
 mod tei;
 mod voyage;
@@ -33,8 +33,8 @@ use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, Method, StatusCode};
 
-use crate::batch::BatchSpec;
-use crate::config::ContractConfig;
+use crate::batch::{self, BatchSpec};
+use crate::contract::ContractConfig;
 use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
@@ -42,8 +42,8 @@ use crate::json::{self, Document, Json, Object, Scanner};
 use crate::violation::Violation;
 use stream::{EventCheck, Framing};
 
-pub(crate) use findings::Findings;
-pub(crate) use stream_judge::StreamJudge;
+pub use findings::Findings;
+pub use stream_judge::StreamJudge;
 
 /// The dialect table: one line per provider. A route's `dialect` names one
 /// of these; adding a provider means adding its file and one line here.
@@ -220,7 +220,7 @@ pub struct CredentialSpec {
 }
 
 /// `Authorization: Bearer <key>`; Azure OpenAI's clients send `api-key`.
-pub(crate) const BEARER: CredentialSpec = CredentialSpec {
+pub const BEARER: CredentialSpec = CredentialSpec {
     header: "authorization",
     prefix: "Bearer ",
     defaults: &[],
@@ -231,7 +231,7 @@ pub(crate) const BEARER: CredentialSpec = CredentialSpec {
 
 /// Every header any dialect takes a credential in: a client's own key is
 /// removed from all of them when the route injects its configured one.
-pub(crate) fn credential_headers() -> &'static [HeaderName] {
+pub fn credential_headers() -> &'static [HeaderName] {
     static NAMES: std::sync::LazyLock<Vec<HeaderName>> = std::sync::LazyLock::new(|| {
         let mut names: Vec<HeaderName> = Vec::new();
         for dialect in DIALECTS {
@@ -251,7 +251,7 @@ pub(crate) fn credential_headers() -> &'static [HeaderName] {
 
 /// Where any dialect takes a credential: where a client token may be
 /// when no route says which.
-pub(crate) fn credential_specs() -> Vec<&'static CredentialSpec> {
+pub fn credential_specs() -> Vec<&'static CredentialSpec> {
     DIALECTS
         .iter()
         .map(|dialect| dialect.credential())
@@ -302,7 +302,7 @@ pub(crate) fn stream_true(request: &Object<'_>) -> bool {
 /// What a request to an inspected endpoint asked for: this, not the
 /// upstream's `content-type`, decides how its answer is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Asked {
+pub enum Asked {
     /// One JSON document.
     Document,
     /// A stream of events in the endpoint's framing.
@@ -312,8 +312,30 @@ pub(crate) enum Asked {
 }
 
 impl Endpoint {
+    /// What the endpoint does, as OpenTelemetry's `gen_ai.operation.name`
+    /// says it: `chat`, `embeddings`, `rerank`, `generate_content`...
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// Joins the checked answers of a batch's chunks into one answer of this
+    /// endpoint, its figures summed ([`crate::batch::stitch`]).
+    pub fn stitch(&self, parts: &[&batch::Part]) -> Result<batch::Stitched, Violation> {
+        let spec = self.batch.as_ref().ok_or_else(|| Violation {
+            invariant: "chunk_dimension_mismatch",
+            message: "the endpoint does not take batches".into(),
+        })?;
+        batch::stitch(parts, spec, self.figures, self.header_figures)
+    }
+
+    /// Where a large batch's inputs and vectors are, when the endpoint
+    /// takes batches that may be split ([`crate::batch::split`]).
+    pub fn batch(&self) -> Option<&BatchSpec> {
+        self.batch.as_ref()
+    }
+
     /// What `request_body` asks this endpoint for.
-    pub(crate) fn asked(&self, request_body: &[u8]) -> Asked {
+    pub fn asked(&self, request_body: &[u8]) -> Asked {
         let Some(spec) = &self.stream else {
             return Asked::Document;
         };
@@ -339,7 +361,7 @@ pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
 /// reason it cannot be judged (counted on `probity_uninspected_total`).
 /// The framing is the endpoint's, whatever `content-type` the upstream
 /// sent.
-pub(crate) fn stream_judge(
+pub fn stream_judge(
     endpoint: &Endpoint,
     request_body: &[u8],
     contracts: &Contracts<'_>,
@@ -453,23 +475,26 @@ pub enum Verdict {
 pub struct Checked {
     /// The body to send instead of the upstream's: malformed figures
     /// nulled, an invalid answer degraded. `None`: the bytes as they came.
-    pub(crate) body: Option<Bytes>,
-    pub(crate) judgement: Judgement,
+    pub body: Option<Bytes>,
+    /// The figures found malformed, as spans of the upstream body.
+    pub judgement: Judgement,
     /// The output contract's verdict, when one applies.
-    pub(crate) output: Option<Output>,
+    pub output: Option<Output>,
     /// Why the payload could not be checked against the request (the
     /// request was unreadable): its syntax and figures still were.
-    pub(crate) uninspected: Option<&'static str>,
+    pub uninspected: Option<&'static str>,
     /// Which answer this is, as judged.
-    pub(crate) identity: Identity,
+    pub identity: Identity,
 }
 
 /// Which model answered and the response's id, as traces show them: the
 /// id only when it is a well-formed figure (a malformed one was nulled).
 #[derive(Debug, Default)]
-pub(crate) struct Identity {
-    pub(crate) model: Option<String>,
-    pub(crate) id: Option<String>,
+pub struct Identity {
+    /// The model that answered, as the response names it.
+    pub model: Option<String>,
+    /// The response's id, when well-formed.
+    pub id: Option<String>,
 }
 
 impl Identity {
@@ -531,9 +556,11 @@ impl Identity {
 
 /// An output contract's verdict on a response.
 #[derive(Debug)]
-pub(crate) struct Output {
-    pub(crate) task: Cow<'static, str>,
-    pub(crate) verdict: OutputVerdict,
+pub struct Output {
+    /// The contract's task (the `task` metric label).
+    pub task: Cow<'static, str>,
+    /// Whether the answer is usable, and why not.
+    pub verdict: OutputVerdict,
 }
 
 /// Judges a complete response to one of a dialect's endpoints.
@@ -542,7 +569,7 @@ pub fn inspect(endpoint: &Endpoint, exchange: &Exchange<'_>, contracts: &Contrac
 }
 
 /// [`inspect`], with the scan of the response body made while it arrived.
-pub(crate) fn inspect_scanned(
+pub fn inspect_scanned(
     endpoint: &Endpoint,
     exchange: &Exchange<'_>,
     contracts: &Contracts<'_>,
@@ -554,7 +581,7 @@ pub(crate) fn inspect_scanned(
 /// [`inspect_scanned`], giving the finished scan back, so that a later
 /// reading of the same body (a chunk's, when it is stitched) does not
 /// scan it again.
-pub(crate) fn inspect_keeping(
+pub fn inspect_keeping(
     endpoint: &Endpoint,
     exchange: &Exchange<'_>,
     contracts: &Contracts<'_>,
@@ -687,11 +714,7 @@ fn judge_output(
 
 /// The well-formed token figures of a body and its headers (a stitched
 /// response's, whose figures are already sums of well-formed ones).
-pub(crate) fn tokens(
-    endpoint: &Endpoint,
-    body: &[u8],
-    headers: &HeaderMap,
-) -> Vec<(&'static str, u64)> {
+pub fn tokens(endpoint: &Endpoint, body: &[u8], headers: &HeaderMap) -> Vec<(&'static str, u64)> {
     let doc = Document::parse(body).ok();
     let mut judgement = match doc.as_ref().and_then(Document::object) {
         Some(object) => figures::judge(body, &object, endpoint.figures),

@@ -28,7 +28,7 @@ pub(crate) const FIGURES: &[Figure] = &[
 
 /// What a server event is, as far as the tunnel counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// `response.done`: its figures were judged.
     ResponseDone,
     /// `error`: the provider's own error, relayed.
@@ -39,16 +39,17 @@ pub(crate) enum Kind {
 
 /// The verdict on one server text frame.
 #[derive(Debug)]
-pub(crate) struct Frame {
-    pub(crate) kind: Kind,
+pub struct Frame {
+    /// What the event is.
+    pub kind: Kind,
     /// What judging its figures found (empty but for `response.done`).
-    pub(crate) judgement: Judgement,
+    pub judgement: Judgement,
     /// The frame's text with its malformed figures nulled, when any was.
-    pub(crate) rewritten: Option<Vec<u8>>,
+    pub rewritten: Option<Vec<u8>>,
 }
 
 /// Judges one server-to-client text frame.
-pub(crate) fn judge_server_text(text: &[u8]) -> Frame {
+pub fn judge_server_text(text: &[u8]) -> Frame {
     let other = || Frame {
         kind: Kind::Other,
         judgement: Judgement::default(),

@@ -1,14 +1,13 @@
-//! Entry points for the fuzz targets in `fuzz/` and for the replay of their
-//! seeds in `tests/it/fuzz_corpus.rs`.
+//! The properties the fuzz targets in `fuzz/` check, and the replay of
+//! their seeds in `tests/it/fuzz_corpus.rs` checks too: a crate of its
+//! own, outside the shipped library, that judges only through
+//! `probity-judge`'s public API (and loads configurations through
+//! `probity`'s), so what is fuzzed is what an app or the server calls.
 //!
-//! Why it exists: the code worth fuzzing (the inspectors, the stream
-//! splitter, batch splitting and stitching, the contract validator, the
-//! configuration) is mostly crate-private, and a cargo-fuzz crate sits
-//! outside this one. Each function here takes the fuzzer's bytes, drives
-//! the very functions the server calls (no copy of their logic), and
-//! checks a property of what they return. `Err` means a property broke;
-//! an input that is merely rejected (not JSON, a payload violation, a bad
-//! configuration) is `Ok`. Hidden from the docs: not part of the API.
+//! Each function takes the fuzzer's bytes, drives the judging core, and
+//! checks a property of what it returns. `Err` means a property broke; an
+//! input that is merely rejected (not JSON, a payload violation, a bad
+//! configuration) is `Ok`.
 //!
 //! An input is a list of parts joined by the byte `0xFF` (see [`pack`]),
 //! which never occurs in UTF-8 text. The first part is a header line
@@ -22,24 +21,17 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
-use http_body::{Body, Frame};
+use http::HeaderMap;
 
-use crate::batch::{self, Part};
-use crate::capture::Captures;
-use crate::config;
-use crate::contract::{Reason, SchemaCache};
-use crate::forward::ForwardError;
-use crate::inspect::stream::{self, Framing};
-use crate::inspect::{self, Checked, Contracts, Dialect, Endpoint, Exchange, Verdict};
-use crate::json::{Document, Scanner};
-use crate::route::RouteTable;
-use crate::server::{CheckedStream, StreamContext};
+use probity::config;
+use probity::route::RouteTable;
+use probity_judge::batch::{self, Part};
+use probity_judge::contract::{Reason, SchemaCache};
+use probity_judge::inspect::stream::{self, Framing};
+use probity_judge::inspect::{self, Checked, Contracts, Dialect, Endpoint, Exchange, Verdict};
+use probity_judge::json::{Document, Scanner};
 
 /// The byte between the parts of an input.
 pub const SEPARATOR: u8 = 0xFF;
@@ -297,7 +289,7 @@ fn check_event_rewrite(framing: Framing, raw: &[u8]) -> Result<(), String> {
 /// payload changes that member alone, both CRCs made anew.
 fn check_frames(body: &[u8], cuts: &[u8]) -> Result<(), String> {
     let framing = Framing::EventStream;
-    let broken = |event: &[u8]| stream::parse_event(framing, event).fault.is_some();
+    let broken = |event: &[u8]| stream::parse_event(framing, event).is_broken();
     let judged = |events: Vec<Vec<u8>>| {
         let sound: Vec<Vec<u8>> = events.iter().take_while(|e| !broken(e)).cloned().collect();
         let cut = sound.len() < events.len();
@@ -340,70 +332,39 @@ fn check_splitter(body: &[u8], cuts: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// A saved stream's body delivered in the given pieces, one per frame.
-struct Pieces(VecDeque<Bytes>);
-
-impl Body for Pieces {
-    type Data = Bytes;
-    type Error = ForwardError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, ForwardError>>> {
-        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
-    }
-}
-
-/// What the server's checked stream sends for a body arriving in
-/// `pieces`: its bytes, the invariant that cut it, what became `null`,
-/// and whether an output verdict was given. `None`: no stream judge.
+/// What the stream judge sends for a body arriving in `pieces`: its
+/// bytes (a broken stream ending with its error event), the invariant that
+/// broke it, what became `null`, and whether an output verdict was given.
+/// `None`: the endpoint has no stream judge.
 type Relayed = (Vec<u8>, Option<&'static str>, Vec<String>, bool);
 
-fn relay(
-    endpoint: &Endpoint,
-    dialect: &dyn Dialect,
-    request: &[u8],
-    pieces: &[&[u8]],
-) -> Option<Relayed> {
+fn relay(endpoint: &Endpoint, request: &[u8], pieces: &[&[u8]]) -> Option<Relayed> {
     let cache = SchemaCache::new(4);
     let contracts = Contracts {
         config: None,
         cache: &cache,
     };
-    let judge = inspect::stream_judge(endpoint, request, &contracts).ok()?;
-    let context = StreamContext {
-        route: Arc::from("fuzz"),
-        client: None,
-        request_id: HeaderValue::from_static("fuzz"),
-        endpoint: String::new(),
-        status: StatusCode::OK,
-        headers: HeaderMap::new(),
-        dialect: dialect.name(),
-        policy: config::CapturePolicy {
-            mode: config::CaptureMode::Off,
-            sample: 0.0,
-        },
-        captures: Captures::disabled(),
-        retain_limit: 0,
-        envelope: dialect.error_envelope(),
-        retry_invalid: false,
-        span: None,
-    };
-    let source = Pieces(pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect());
-    let mut checked = CheckedStream::new(source, judge, context);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    let mut out = Vec::new();
-    // The source is always ready: the stream never waits.
-    while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut checked).poll_frame(&mut cx) {
-        if let Ok(data) = frame.into_data() {
-            out.extend_from_slice(&data);
+    let mut judge = inspect::stream_judge(endpoint, request, &contracts).ok()?;
+    let mut out = VecDeque::new();
+    let mut broke = None;
+    for piece in pieces {
+        if let Err(violation) = judge.feed(&Bytes::copy_from_slice(piece), &mut out) {
+            broke = Some(violation);
+            break;
         }
     }
-    let findings = checked.findings();
+    if broke.is_none() {
+        broke = judge.end(&mut out).err();
+    }
+    if let Some(violation) = &broke {
+        let error = serde_json::json!({"error": {"type": "provider_invalid_response",
+            "code": violation.invariant, "message": violation.message}});
+        out.push_back(judge.end_with(&error));
+    }
+    let findings = judge.findings();
     Some((
-        out,
-        findings.rejected,
+        out.iter().flat_map(|b| b.iter().copied()).collect(),
+        broke.map(|v| v.invariant),
         findings.pointers.clone(),
         findings.output.is_some(),
     ))
@@ -421,13 +382,13 @@ pub fn stream(input: &[u8]) -> Result<(), String> {
         _ => return Ok(()),
     };
     check_splitter(body, cuts)?;
-    let Some((dialect, endpoint, _)) = endpoint_of(header) else {
+    let Some((_, endpoint, _)) = endpoint_of(header) else {
         return Ok(());
     };
-    let Some(whole) = relay(endpoint, dialect, request, &[body]) else {
+    let Some(whole) = relay(endpoint, request, &[body]) else {
         return Ok(());
     };
-    let fed = relay(endpoint, dialect, request, &pieces(body, cuts));
+    let fed = relay(endpoint, request, &pieces(body, cuts));
     if fed.as_ref() != Some(&whole) {
         return Err(format!(
             "in pieces {fed:?}, whole {whole:?} ({:?})",
@@ -479,18 +440,18 @@ pub fn contract(input: &[u8]) -> Result<(), String> {
     let Ok(loaded) = config::load(&route_config(dialect, route_toml), &names) else {
         return Ok(());
     };
-    let Ok(routes) = RouteTable::build(&loaded, |_| None) else {
+    let Some(endpoint) = inspect::dialect(dialect).and_then(|d| d.endpoint(path)) else {
         return Ok(());
     };
-    let Some(route) = routes.named("fuzz") else {
-        return Err("the route named fuzz is missing".into());
-    };
-    let Some(endpoint) = route.dialect.endpoint(path) else {
-        return Ok(());
-    };
+    // The route's contract as the loaded (and validated) file has it.
+    let contract = loaded
+        .routes
+        .first()
+        .and_then(|r| r.contract.clone())
+        .map(std::sync::Arc::new);
     let cache = SchemaCache::new(4);
     let contracts = Contracts {
-        config: route.contract.as_ref(),
+        config: contract.as_ref(),
         cache: &cache,
     };
     let Ok(judge) = inspect::stream_judge(endpoint, request, &contracts) else {
@@ -551,10 +512,10 @@ pub fn stitch(input: &[u8]) -> Result<(), String> {
         .and_then(|h| h.split(' ').nth(2)?.parse::<usize>().ok())
         .unwrap_or(2)
         .clamp(1, 64);
-    let Some(spec) = endpoint.batch else {
+    let Some(spec) = endpoint.batch() else {
         return Ok(());
     };
-    let Some(chunks) = batch::split(request, &spec, max) else {
+    let Some(chunks) = batch::split(request, spec, max) else {
         return Ok(());
     };
     check_split(request, &chunks, spec.inputs, max)?;
@@ -570,8 +531,7 @@ pub fn stitch(input: &[u8]) -> Result<(), String> {
         parts.push(part);
     }
     let parts: Vec<&Part> = parts.iter().collect();
-    let Ok(stitched) = batch::stitch(&parts, &spec, endpoint.figures, endpoint.header_figures)
-    else {
+    let Ok(stitched) = endpoint.stitch(&parts) else {
         return Ok(());
     };
     let request = Bytes::copy_from_slice(request);

@@ -19,24 +19,24 @@ use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
-pub(crate) use scan::{ParseError, Scanner};
+pub use scan::{ParseError, Scanner};
 use scan::{Tape, ESCAPED, NONE};
 
 /// A parsed document: its text and its tape. Views borrow from it.
-pub(crate) struct Document<'t> {
+pub struct Document<'t> {
     text: &'t str,
     tape: Tape,
 }
 
 impl<'t> Document<'t> {
     /// Checks a whole document, once.
-    pub(crate) fn parse(bytes: &'t [u8]) -> Result<Self, ParseError> {
+    pub fn parse(bytes: &'t [u8]) -> Result<Self, ParseError> {
         Self::scanned(bytes, Scanner::default())
     }
 
     /// The document a scanner was fed as it arrived: only what it has not
     /// scanned yet is scanned now.
-    pub(crate) fn scanned(bytes: &'t [u8], scanner: Scanner) -> Result<Self, ParseError> {
+    pub fn scanned(bytes: &'t [u8], scanner: Scanner) -> Result<Self, ParseError> {
         let text = std::str::from_utf8(bytes)
             .map_err(|e| ParseError::new("the body is not UTF-8", e.valid_up_to()))?;
         let tape = scanner.finish(bytes)?;
@@ -44,17 +44,17 @@ impl<'t> Document<'t> {
     }
 
     /// The finished scan, to read the same bytes again without a scan.
-    pub(crate) fn into_scanner(self) -> Scanner {
+    pub fn into_scanner(self) -> Scanner {
         Scanner::finished(self.tape)
     }
 
     /// The root value.
-    pub(crate) fn root(&self) -> Json<'_> {
+    pub fn root(&self) -> Json<'_> {
         self.view(0)
     }
 
     /// The root's members, when the root is an object.
-    pub(crate) fn object(&self) -> Option<Object<'_>> {
+    pub fn object(&self) -> Option<Object<'_>> {
         self.root().object()
     }
 
@@ -73,24 +73,10 @@ impl<'t> Document<'t> {
     }
 }
 
-/// Scans `body` fed in reads of `read` bytes, as `forward` feeds an
-/// answer while it arrives (every byte so far, each time), then finishes
-/// it; `false` when it is not JSON. The entry of the scan benchmark
-/// (`benches/scan.rs`): re-exported, hidden, from the crate's root.
-pub fn scan_in_reads(body: &[u8], read: usize) -> bool {
-    let mut scanner = Scanner::default();
-    let mut end = 0;
-    while end < body.len() {
-        end = end.saturating_add(read.max(1)).min(body.len());
-        scanner.feed(body.get(..end).unwrap_or_default());
-    }
-    Document::scanned(body, scanner).is_ok()
-}
-
 /// One JSON value, borrowed from the document it came from.
 /// Its text is always valid JSON: a `Json` is only made by a parse.
 #[derive(Clone, Copy)]
-pub(crate) struct Json<'a> {
+pub struct Json<'a> {
     doc: &'a Document<'a>,
     text: &'a str,
     /// Its tape entry; [`NONE`] for a number inside an array.
@@ -105,28 +91,35 @@ impl fmt::Debug for Json<'_> {
 
 /// The kind of a value, read from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
+    /// `{`.
     Object,
+    /// `[`.
     Array,
+    /// `"`.
     String,
+    /// A number.
     Number,
+    /// `true` or `false`.
     Bool,
+    /// `null`.
     Null,
 }
 
 impl<'a> Json<'a> {
     /// The value's exact text.
-    pub(crate) fn text(&self) -> &'a str {
+    pub fn text(&self) -> &'a str {
         self.text
     }
 
     /// Where this value sits in `document` (which it must borrow from).
-    pub(crate) fn span(&self, document: &[u8]) -> Range<usize> {
+    pub fn span(&self, document: &[u8]) -> Range<usize> {
         let start = self.text.as_ptr() as usize - document.as_ptr() as usize;
         start..start + self.text.len()
     }
 
-    pub(crate) fn kind(&self) -> Kind {
+    /// What kind of value it is.
+    pub fn kind(&self) -> Kind {
         match self.text().as_bytes().first() {
             Some(b'{') => Kind::Object,
             Some(b'[') => Kind::Array,
@@ -137,7 +130,8 @@ impl<'a> Json<'a> {
         }
     }
 
-    pub(crate) fn is_null(&self) -> bool {
+    /// Whether it is `null`.
+    pub fn is_null(&self) -> bool {
         self.kind() == Kind::Null
     }
 
@@ -153,7 +147,7 @@ impl<'a> Json<'a> {
     }
 
     /// The members of an object, in document order; `None` for a non-object.
-    pub(crate) fn object(&self) -> Option<Object<'a>> {
+    pub fn object(&self) -> Option<Object<'a>> {
         if self.kind() != Kind::Object {
             return None;
         }
@@ -172,7 +166,7 @@ impl<'a> Json<'a> {
     }
 
     /// The elements of an array; `None` for a non-array.
-    pub(crate) fn array(&self) -> Option<Vec<Json<'a>>> {
+    pub fn array(&self) -> Option<Vec<Json<'a>>> {
         if self.kind() != Kind::Array {
             return None;
         }
@@ -226,7 +220,7 @@ impl<'a> Json<'a> {
 
     /// The elements of an array with the members of each element that is
     /// an object; `None` for a non-array.
-    pub(crate) fn objects(&self) -> Option<Vec<Option<Object<'a>>>> {
+    pub fn objects(&self) -> Option<Vec<Option<Object<'a>>>> {
         let items = self.array()?;
         Some(items.iter().map(Json::object).collect())
     }
@@ -235,7 +229,7 @@ impl<'a> Json<'a> {
     /// surrogate escape (`"\ud800"`, what JavaScript emits for a string cut
     /// inside an emoji) is valid JSON: it reads as U+FFFD, never as "not a
     /// string".
-    pub(crate) fn string(&self) -> Option<Cow<'a, str>> {
+    pub fn string(&self) -> Option<Cow<'a, str>> {
         if self.kind() != Kind::String {
             return None;
         }
@@ -259,7 +253,7 @@ impl<'a> Json<'a> {
     }
 
     /// A non-negative integer written as one (`8`, never `8.0`, `"8"` or `-0`).
-    pub(crate) fn count(&self) -> Option<u64> {
+    pub fn count(&self) -> Option<u64> {
         let text = self.text();
         if text.bytes().all(|b| b.is_ascii_digit()) {
             text.parse().ok()
@@ -269,7 +263,7 @@ impl<'a> Json<'a> {
     }
 
     /// A finite number, in any JSON number form.
-    pub(crate) fn number(&self) -> Option<f64> {
+    pub fn number(&self) -> Option<f64> {
         if self.kind() != Kind::Number {
             return None;
         }
@@ -277,7 +271,7 @@ impl<'a> Json<'a> {
     }
 
     /// `true` or `false`.
-    pub(crate) fn boolean(&self) -> Option<bool> {
+    pub fn boolean(&self) -> Option<bool> {
         match self.text() {
             "true" => Some(true),
             "false" => Some(false),
@@ -354,7 +348,7 @@ fn unicode_escape(chars: &mut std::str::Chars<'_>) -> (char, bool) {
 impl Json<'static> {
     /// A test's value, from a static text: the document is leaked so the
     /// view can outlive the statement.
-    pub(crate) fn leak(text: &'static [u8]) -> Json<'static> {
+    pub fn leak(text: &'static [u8]) -> Json<'static> {
         Box::leak(Box::new(Document::parse(text).unwrap())).root()
     }
 }
@@ -363,13 +357,13 @@ impl Json<'static> {
 /// Each member: its key (lossy where the key holds a lone surrogate
 /// escape), its value, and whether the key reads exactly.
 #[derive(Default)]
-pub(crate) struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>, bool)>);
+pub struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>, bool)>);
 
 impl<'a> Object<'a> {
     /// The member with this key. JSON leaves duplicate keys undefined; the
     /// last one wins here, as in serde_json, Python and JavaScript, which is
     /// what the provider and the app both read.
-    pub(crate) fn get(&self, key: &str) -> Option<Json<'a>> {
+    pub fn get(&self, key: &str) -> Option<Json<'a>> {
         self.0
             .iter()
             .rev()
@@ -378,20 +372,20 @@ impl<'a> Object<'a> {
     }
 
     /// A member that is present and not `null`.
-    pub(crate) fn present(&self, key: &str) -> Option<Json<'a>> {
+    pub fn present(&self, key: &str) -> Option<Json<'a>> {
         self.get(key).filter(|v| !v.is_null())
     }
 
     /// Each distinct key once, in document order of its last copy (the
     /// copy [`Object::get`] reads): a duplicated key is one member.
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.members().map(|(key, _, _)| key)
     }
 
     /// Each distinct member once (its last copy): key, value, and whether
     /// the key reads exactly. One pass, so a record of many members is not
     /// searched again per member.
-    pub(crate) fn members(&self) -> impl Iterator<Item = (&str, Json<'a>, bool)> {
+    pub fn members(&self) -> impl Iterator<Item = (&str, Json<'a>, bool)> {
         let members = &self.0;
         // Duplicates are rare: look for them only when there are any, and
         // with a set once an object is large (a hostile body can hold
@@ -423,7 +417,7 @@ impl<'a> Object<'a> {
 
 /// `%XX` escapes decoded (a query parameter's name, for comparison; a
 /// Bedrock model id in a path).
-pub(crate) fn percent_decoded(text: &str) -> Vec<u8> {
+pub fn percent_decoded(text: &str) -> Vec<u8> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;

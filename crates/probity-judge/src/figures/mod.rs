@@ -43,7 +43,7 @@ pub(crate) struct Figure {
     pub(crate) pointer: &'static str,
     pub(crate) domain: Domain,
     /// The `kind` label on `probity_tokens_total` when this counts tokens.
-    pub(crate) tokens: Option<&'static str>,
+    pub tokens: Option<&'static str>,
 }
 
 impl Figure {
@@ -103,7 +103,7 @@ pub(crate) struct HeaderFigure {
     pub(crate) name: &'static str,
     /// `header:<name>`: its `figure` label and its `probity-normalized` entry.
     pub(crate) label: &'static str,
-    pub(crate) tokens: Option<&'static str>,
+    pub tokens: Option<&'static str>,
 }
 
 /// A [`HeaderFigure`] of this header name, optionally a token count of a kind.
@@ -127,18 +127,18 @@ macro_rules! header_figure {
 
 /// What judging a response's figures found.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) struct Judgement {
+pub struct Judgement {
     /// Byte ranges of the body to replace with `null`, sorted, disjoint.
-    pub(crate) nulls: Vec<Range<usize>>,
+    pub nulls: Vec<Range<usize>>,
     /// The `probity-normalized` list: malformed figures in table order, then
     /// the records that collapsed, then `header:<name>` for removed headers.
-    pub(crate) pointers: Vec<String>,
+    pub pointers: Vec<String>,
     /// The `figure` labels to count, one per malformed figure or record.
-    pub(crate) malformed: Vec<&'static str>,
+    pub malformed: Vec<&'static str>,
     /// Headers to remove from the response.
-    pub(crate) removed_headers: Vec<&'static str>,
+    pub removed_headers: Vec<&'static str>,
     /// Well-formed token counts, by kind: the only figures metrics may see.
-    pub(crate) tokens: Vec<(&'static str, u64)>,
+    pub tokens: Vec<(&'static str, u64)>,
 }
 
 impl Judgement {
@@ -487,7 +487,7 @@ pub(crate) const LIST_LIMIT: usize = 4096;
 /// outside visible ASCII, and `%`, `,`, `;`, percent-encoded, so the list
 /// stays one unambiguous line), at most [`LIST_LIMIT`] bytes: the first
 /// pointers, then `;+N more`. The capture keeps the full list.
-pub(crate) fn normalized_list(pointers: &[String]) -> String {
+pub fn normalized_list(pointers: &[String]) -> String {
     let encoded: Vec<String> = pointers.iter().map(|p| fragment(p)).collect();
     let whole = encoded.iter().map(String::len).sum::<usize>() + encoded.len().saturating_sub(1);
     if whole <= LIST_LIMIT {

@@ -32,7 +32,7 @@ use crate::violation::Violation;
 
 /// The judge of one stream: its framing, the dialect's check of its
 /// events, the output contract whose verdict ends it, and what it found.
-pub(crate) struct StreamJudge {
+pub struct StreamJudge {
     framing: Framing,
     /// Whether SSE comment lines may be added (see `StreamSpec`).
     comments: bool,
@@ -81,24 +81,24 @@ impl StreamJudge {
     /// Also reads which model answered and the response's id, as
     /// delivered (for a request's span; off by default, as it costs a
     /// parse of each event until both are found).
-    pub(crate) fn identifying(mut self, identify: bool) -> Self {
+    pub fn identifying(mut self, identify: bool) -> Self {
         self.read_identity = identify;
         self
     }
 
     /// Why the events cannot be checked against the request, if they
     /// cannot.
-    pub(crate) fn uninspected(&self) -> Option<&'static str> {
+    pub fn uninspected(&self) -> Option<&'static str> {
         self.uninspected
     }
 
     /// The output contract the answer is judged by, if any.
-    pub(crate) fn contract(&self) -> Option<&Contract> {
+    pub fn contract(&self) -> Option<&Contract> {
         self.contract.as_ref()
     }
 
     /// What the checks found so far.
-    pub(crate) fn findings(&self) -> &Findings {
+    pub fn findings(&self) -> &Findings {
         &self.findings
     }
 
@@ -108,11 +108,7 @@ impl StreamJudge {
     /// invariant the stream broke, after those bytes: nothing more is
     /// judged, and the caller ends the stream with
     /// [`StreamJudge::end_with`].
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &Bytes,
-        out: &mut VecDeque<Bytes>,
-    ) -> Result<(), Violation> {
+    pub fn feed(&mut self, bytes: &Bytes, out: &mut VecDeque<Bytes>) -> Result<(), Violation> {
         if self.ended {
             return Ok(());
         }
@@ -133,7 +129,7 @@ impl StreamJudge {
     /// unterminated rest as a final event; nothing leaves unjudged), and a
     /// stream that ended without its terminal event still gets a verdict.
     /// As [`StreamJudge::feed`].
-    pub(crate) fn end(&mut self, out: &mut VecDeque<Bytes>) -> Result<(), Violation> {
+    pub fn end(&mut self, out: &mut VecDeque<Bytes>) -> Result<(), Violation> {
         if std::mem::replace(&mut self.ended, true) {
             return Ok(());
         }
@@ -148,7 +144,7 @@ impl StreamJudge {
     /// Ends the stream with an error event in its own format, from the
     /// error's JSON object (a broken stream's, an upstream fault's, or
     /// probity's own); nothing more is judged.
-    pub(crate) fn end_with(&mut self, error: &Value) -> Bytes {
+    pub fn end_with(&mut self, error: &Value) -> Bytes {
         self.ended = true;
         self.pending.clear();
         Bytes::from(self.check.error_event(error))
@@ -156,7 +152,7 @@ impl StreamJudge {
 
     /// An upstream fault (its `kind`) cut the stream: it ends with its
     /// error event, as [`StreamJudge::end_with`].
-    pub(crate) fn cut(&mut self, kind: &'static str, error: &Value) -> Bytes {
+    pub fn cut(&mut self, kind: &'static str, error: &Value) -> Bytes {
         self.findings.cut = Some(kind);
         self.end_with(error)
     }

@@ -19,7 +19,7 @@ use crate::violation::Violation;
 
 /// How a stream's events are delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
+pub enum Framing {
     /// Server-sent events: lines, an event ended by a blank line; `data:`
     /// lines carry the payload, `event:` names it, `:` starts a comment.
     Sse,
@@ -32,25 +32,33 @@ pub(crate) enum Framing {
 
 /// One complete event.
 #[derive(Debug)]
-pub(crate) struct Event<'a> {
+pub struct Event<'a> {
     /// The event's bytes as received, terminator included.
-    pub(crate) raw: &'a [u8],
+    pub raw: &'a [u8],
     /// SSE: the `event:` field; an event-stream frame: `:event-type`.
-    pub(crate) name: Option<&'a str>,
+    pub name: Option<&'a str>,
     /// The payload: SSE `data:` lines joined with `\n` (`None` when there is
     /// no data line: a comment or keep-alive); NDJSON: the line; an
     /// event-stream frame: its payload.
-    pub(crate) data: Option<Cow<'a, [u8]>>,
+    pub data: Option<Cow<'a, [u8]>>,
     /// An event-stream frame that cannot be read: the stream is broken.
     pub(crate) fault: Option<FrameFault>,
     /// An event-stream exception frame: its `:exception-type`.
-    pub(crate) exception: Option<&'a str>,
+    pub exception: Option<&'a str>,
+}
+
+impl Event<'_> {
+    /// An event-stream frame that cannot be read (a CRC, a length, a cut):
+    /// the stream is broken here.
+    pub fn is_broken(&self) -> bool {
+        self.fault.is_some()
+    }
 }
 
 /// Finds the next complete event at the start of `buffer`: its length, or
 /// `None` when the rest is incomplete. `at_end`: no more bytes will come, so
 /// a `\r` at the very end is a whole line end, not half of `\r\n`.
-pub(crate) fn next_event(framing: Framing, buffer: &[u8], at_end: bool) -> Option<usize> {
+pub fn next_event(framing: Framing, buffer: &[u8], at_end: bool) -> Option<usize> {
     match framing {
         Framing::Ndjson => buffer.iter().position(|b| *b == b'\n').map(|i| i + 1),
         // A cut frame at the end is the caller's rest, judged as a final event.
@@ -128,7 +136,7 @@ fn sse_field(raw: &[u8], line: Range<usize>) -> Option<(&[u8], Range<usize>)> {
 }
 
 /// Reads the fields of one complete event.
-pub(crate) fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
+pub fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
     match framing {
         Framing::Ndjson => {
             let line = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -202,7 +210,7 @@ pub(crate) fn parse_event(framing: Framing, raw: &[u8]) -> Event<'_> {
 /// received: its other fields (`id:`, `retry:`, `event:`), comments, line
 /// endings, an unterminated last line. For SSE, `comment` goes first as a
 /// comment line ending the way the event's lines do.
-pub(crate) fn rewrite(
+pub fn rewrite(
     framing: Framing,
     raw: &[u8],
     nulls: &[Range<usize>],

@@ -11,36 +11,36 @@ use crate::outcome::Outcome;
 
 /// What inspecting one response found.
 #[derive(Debug, Default)]
-pub(crate) struct Findings {
+pub struct Findings {
     /// Well-formed token figures, by kind: the only figures metrics see.
-    pub(crate) tokens: Vec<(&'static str, u64)>,
+    pub tokens: Vec<(&'static str, u64)>,
     /// The `figure` label of each malformed figure or record.
-    pub(crate) malformed: Vec<&'static str>,
+    pub malformed: Vec<&'static str>,
     /// What became `null` (or `header:<name>`, removed), for
     /// `probity-normalized` and the capture.
-    pub(crate) pointers: Vec<String>,
+    pub pointers: Vec<String>,
     /// Why the payload could not be checked against its request.
-    pub(crate) uninspected: Option<&'static str>,
+    pub uninspected: Option<&'static str>,
     /// The payload invariant the response broke.
-    pub(crate) rejected: Option<&'static str>,
+    pub rejected: Option<&'static str>,
     /// The upstream fault that cut a stream (its `kind`); counted where it
     /// happened, captured at the end.
-    pub(crate) cut: Option<&'static str>,
+    pub cut: Option<&'static str>,
     /// The upstream's own error events inside a stream, relayed as they
     /// came.
-    pub(crate) upstream_errors: u32,
+    pub upstream_errors: u32,
     /// The output contract's task and verdict.
-    pub(crate) output: Option<(Cow<'static, str>, OutputVerdict)>,
+    pub output: Option<(Cow<'static, str>, OutputVerdict)>,
     /// The response was stitched from chunks.
-    pub(crate) stitched: bool,
+    pub stitched: bool,
     /// Which model answered, and the response's well-formed id.
-    pub(crate) identity: Identity,
+    pub identity: Identity,
 }
 
 impl Findings {
     /// What the exchange came to: the one ranking ([`Outcome`]) its
     /// capture, its span and the admin page all read.
-    pub(crate) fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> Outcome {
         let invalid = self.output.as_ref().is_some_and(|(_, v)| !v.valid());
         if self.rejected.is_some() {
             Outcome::Rejected
@@ -58,7 +58,7 @@ impl Findings {
     }
 
     /// The reasons of an invalid answer (none when it was valid).
-    pub(crate) fn reasons(&self) -> &[crate::contract::Reason] {
+    pub fn reasons(&self) -> &[crate::contract::Reason] {
         match &self.output {
             Some((_, verdict)) if !verdict.valid() => &verdict.reasons,
             _ => &[],

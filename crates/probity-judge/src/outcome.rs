@@ -10,7 +10,7 @@ use std::fmt;
 /// worse for the app than a nulled figure, which it reads as "not
 /// reported"; a stitched batch is normalized across chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// A payload invariant was broken: the client got a 502 (or the stream
     /// an error event).
     Rejected,
@@ -41,7 +41,7 @@ impl Outcome {
 
     /// Its name in captures (`outcome`), spans (`probity.outcome`) and the
     /// admin page's filter.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Rejected => "rejected",
             Outcome::Cut => "cut",

@@ -18,9 +18,9 @@ use crate::violation::Violation;
 
 /// Where an endpoint's inputs and vectors are.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct BatchSpec {
+pub struct BatchSpec {
     /// The request members that may hold the inputs; the first present is split.
-    pub(crate) inputs: &'static [&'static str],
+    pub inputs: &'static [&'static str],
     pub(crate) vectors: Vectors,
 }
 
@@ -71,7 +71,7 @@ impl Vectors {
 /// changed: every other member keeps its exact text (a `seed` beyond f64,
 /// key order, spacing), and each input keeps its text too (a lone
 /// surrogate escape included).
-pub(crate) fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
+pub fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
     let doc = Document::parse(body).ok()?;
     let request = doc.object()?;
     let key = spec.inputs.iter().find(|k| request.present(k).is_some())?;
@@ -98,18 +98,23 @@ pub(crate) fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Byt
 }
 
 /// One chunk's checked answer, with the scan its check made of it.
-pub(crate) struct Part {
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Bytes,
-    pub(crate) scan: Scanner,
+pub struct Part {
+    /// The chunk's response headers.
+    pub headers: HeaderMap,
+    /// The chunk's response body, as checked.
+    pub body: Bytes,
+    /// The scan its check made of the body, so stitching does not scan again.
+    pub scan: Scanner,
 }
 
 /// The stitched response.
-pub(crate) struct Stitched {
-    pub(crate) body: Bytes,
-    pub(crate) headers: HeaderMap,
+pub struct Stitched {
+    /// The stitched body.
+    pub body: Bytes,
+    /// The stitched headers (header figures summed).
+    pub headers: HeaderMap,
     /// Stitched pointers that became `null` (and `header:<name>` removed).
-    pub(crate) nulled: Vec<String>,
+    pub nulled: Vec<String>,
 }
 
 /// A chunk's parsed answer: its root, and the root's members.
