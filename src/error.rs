@@ -236,7 +236,7 @@ impl ProxyError {
     /// limit's configuration key for a timeout, else the type again.
     pub(crate) fn code(&self) -> &'static str {
         match self {
-            ProxyError::InvalidResponse(violation) => violation.invariant,
+            ProxyError::InvalidResponse(violation) => violation.invariant.as_str(),
             ProxyError::Forward(ForwardError::Timeout { key, .. }) => key,
             ProxyError::Request(RequestError::AdminUnauthenticated { .. }) => {
                 "admin_token_required"
@@ -484,7 +484,7 @@ mod tests {
 
     fn invalid() -> ProxyError {
         Violation {
-            invariant: "embedding_count_mismatch",
+            invariant: probity_judge::violation::Invariant::EmbeddingCountMismatch,
             message: "expected 16 vectors for 16 inputs, got 15".into(),
         }
         .into()

@@ -14,6 +14,7 @@ use crate::route::{Route, RouteTable};
 use probity_judge::contract::SchemaCache;
 use probity_judge::inspect::{self, Asked, Contracts, Endpoint, Exchange, Findings, Verdict};
 use probity_judge::outcome::Outcome;
+use probity_judge::violation::Invariant;
 
 /// What judging a saved response found.
 #[derive(Debug, serde::Serialize)]
@@ -134,7 +135,7 @@ fn whole(
             Judged {
                 outcome: Outcome::Rejected.as_str(),
                 pointers: Vec::new(),
-                invariant: Some(invariant),
+                invariant: Some(invariant.as_str()),
                 output_reasons: Vec::new(),
                 body,
             }
@@ -192,7 +193,7 @@ fn streamed(
     Some(Judged {
         outcome: findings.outcome().as_str(),
         pointers: findings.pointers.clone(),
-        invariant: findings.rejected,
+        invariant: findings.rejected.map(Invariant::as_str),
         output_reasons: findings.reasons().to_vec(),
         body: Bytes::from(out),
     })

@@ -27,6 +27,7 @@ use crate::error::ProxyError;
 use crate::forward::ForwardError;
 use crate::telemetry;
 use probity_judge::inspect::StreamJudge;
+use probity_judge::violation::Invariant;
 use probity_judge::violation::Violation;
 
 /// Where a checked stream belongs, for its metrics, errors and capture.
@@ -91,7 +92,7 @@ impl CheckedStream {
     /// The fault kind or invariant that cut the stream, if one did.
     pub(crate) fn cut(&self) -> Option<&'static str> {
         let findings = self.judge.findings();
-        findings.cut.or(findings.rejected)
+        findings.cut.or(findings.rejected.map(Invariant::as_str))
     }
 
     /// Whether the verbatim upstream stream was captured (known once the

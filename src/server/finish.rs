@@ -14,6 +14,7 @@ use crate::config::CapturePolicy;
 use crate::telemetry;
 use crate::trace::{Judged, RequestSpan};
 use probity_judge::inspect::Findings;
+use probity_judge::violation::Invariant;
 
 /// What the request's span shows of the findings.
 fn judged(findings: &Findings) -> Judged<'_> {
@@ -21,7 +22,7 @@ fn judged(findings: &Findings) -> Judged<'_> {
         outcome: findings.outcome(),
         tokens: &findings.tokens,
         pointers: &findings.pointers,
-        invariant: findings.rejected,
+        invariant: findings.rejected.map(Invariant::as_str),
         reasons: findings.reasons(),
         response_model: findings.identity.model.as_deref(),
         response_id: findings.identity.id.as_deref(),
@@ -63,7 +64,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         telemetry::uninspected(route, request_id, reason);
     }
     if let Some(invariant) = findings.rejected {
-        telemetry::invalid_response(route, request_id, invariant);
+        telemetry::invalid_response(route, request_id, invariant.as_str());
     }
     telemetry::tokens(route, &findings.tokens);
     telemetry::upstream_stream_errors(route, findings.upstream_errors);
@@ -94,7 +95,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         dialect: scope.dialect,
         outcome,
         pointers: findings.pointers.clone(),
-        invariant: findings.rejected.or(findings.cut),
+        invariant: findings.rejected.map(Invariant::as_str).or(findings.cut),
         reasons: findings.reasons().to_vec(),
         status: verbatim.status,
         headers: verbatim.headers,

@@ -602,7 +602,7 @@ async fn an_anthropic_stream_names_its_model_and_its_id_unless_the_id_was_nulled
     }
 }
 
-/// One ranking (src/outcome.rs): an answer with a nulled figure whose
+/// One ranking (crates/probity-judge/src/outcome.rs): an answer with a nulled figure whose
 /// content also breaks its contract is `output_invalid` in its span and in
 /// its capture alike, and the capture keeps both what was nulled and why
 /// the answer was invalid.

@@ -364,7 +364,7 @@ fn relay(endpoint: &Endpoint, request: &[u8], pieces: &[&[u8]]) -> Option<Relaye
     let findings = judge.findings();
     Some((
         out.iter().flat_map(|b| b.iter().copied()).collect(),
-        broke.map(|v| v.invariant),
+        broke.map(|v| v.invariant.as_str()),
         findings.pointers.clone(),
         findings.output.is_some(),
     ))

@@ -14,7 +14,7 @@ use http::{HeaderMap, HeaderValue};
 
 use crate::figures::{self, Domain, Figure, HeaderFigure};
 use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object, Scanner};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 /// Where an endpoint's inputs and vectors are.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +122,7 @@ type Doc<'a> = (Json<'a>, Option<Object<'a>>);
 
 fn mismatch(message: String) -> Violation {
     Violation {
-        invariant: "chunk_dimension_mismatch",
+        invariant: Invariant::ChunkDimensionMismatch,
         message,
     }
 }

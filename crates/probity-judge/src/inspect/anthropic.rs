@@ -8,7 +8,7 @@ use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 pub(super) struct Anthropic;
 
@@ -115,7 +115,7 @@ fn input_type(block: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Violati
     match block.get("input") {
         Some(input) if input.kind() == Kind::Object => Ok(()),
         found => Err(invariants::violation(
-            "tool_arguments_type",
+            Invariant::ToolArgumentsType,
             format!(
                 "{}.input should be an object, found {}",
                 at(),
@@ -255,7 +255,7 @@ impl Events {
         let index = block_index(body, name)?;
         if !self.blocks.contains(&index) {
             return Err(invariants::violation(
-                "content_block_invalid",
+                Invariant::ContentBlockInvalid,
                 format!("{name} for block {index}, which was never started"),
             ));
         }
@@ -304,7 +304,7 @@ impl EventCheck for Events {
                     .and_then(|m| m.object())
                     .ok_or_else(|| {
                         invariants::violation(
-                            "payload_missing",
+                            Invariant::PayloadMissing,
                             "message_start has no `message` object".into(),
                         )
                     })?;
@@ -363,7 +363,7 @@ fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
         .and_then(|i| i.count())
         .ok_or_else(|| {
             invariants::violation(
-                "content_block_invalid",
+                Invariant::ContentBlockInvalid,
                 format!("{name} has no block index"),
             )
         })
@@ -401,19 +401,29 @@ impl Dialect for Anthropic {
 /// `content` is an array of typed blocks, and the `role` is `assistant`.
 pub(super) fn messages(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     let root = response.object()?;
-    let content = invariants::member(root, "content", Kind::Array, "payload_missing", &|| {
-        "content".into()
-    })?;
+    let content = invariants::member(
+        root,
+        "content",
+        Kind::Array,
+        Invariant::PayloadMissing,
+        &|| "content".into(),
+    )?;
     for (i, block) in content.objects().unwrap_or_default().iter().enumerate() {
         let at = || format!("content[{i}].type");
         match block {
             Some(block) => {
-                invariants::member(block, "type", Kind::String, "content_block_invalid", &at)?;
+                invariants::member(
+                    block,
+                    "type",
+                    Kind::String,
+                    Invariant::ContentBlockInvalid,
+                    &at,
+                )?;
                 input_type(block, &|| format!("content[{i}]"))?;
             }
             None => {
                 return Err(invariants::violation(
-                    "content_block_invalid",
+                    Invariant::ContentBlockInvalid,
                     format!("content[{i}] is not an object"),
                 )
                 .into())
@@ -423,7 +433,7 @@ pub(super) fn messages(_request: &Object<'_>, response: &Response<'_>) -> Result
     let role = root.get("role").and_then(|r| r.string());
     if role.as_deref() != Some("assistant") {
         return Err(invariants::violation(
-            "role_invalid",
+            Invariant::RoleInvalid,
             format!(
                 "role should be \"assistant\", found {}",
                 root.get("role").map_or("nothing", |r| r.text())

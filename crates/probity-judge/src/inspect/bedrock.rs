@@ -14,7 +14,7 @@ use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault};
 use crate::json::{Json, Kind, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 pub(super) struct Bedrock;
 
@@ -81,24 +81,36 @@ const OUTPUT: OutputSpec = OutputSpec {
 /// is an object); `stopReason` a string.
 fn converse(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     let root = response.object()?;
-    let output = invariants::member(root, "output", Kind::Object, "payload_missing", &|| {
-        "output".into()
-    })?;
+    let output = invariants::member(
+        root,
+        "output",
+        Kind::Object,
+        Invariant::PayloadMissing,
+        &|| "output".into(),
+    )?;
     let output = output.object().unwrap_or_default();
-    let message = invariants::member(&output, "message", Kind::Object, "payload_missing", &|| {
-        "output.message".into()
-    })?;
+    let message = invariants::member(
+        &output,
+        "message",
+        Kind::Object,
+        Invariant::PayloadMissing,
+        &|| "output.message".into(),
+    )?;
     let message = message.object().unwrap_or_default();
-    let content = invariants::member(&message, "content", Kind::Array, "payload_missing", &|| {
-        "output.message.content".into()
-    })?;
+    let content = invariants::member(
+        &message,
+        "content",
+        Kind::Array,
+        Invariant::PayloadMissing,
+        &|| "output.message.content".into(),
+    )?;
     for (i, block) in content.objects().unwrap_or_default().iter().enumerate() {
         content_block(block.as_ref(), &|| format!("output.message.content[{i}]"))?;
     }
     let role = message.get("role").and_then(|r| r.string());
     if role.as_deref() != Some("assistant") {
         return Err(invariants::violation(
-            "role_invalid",
+            Invariant::RoleInvalid,
             format!(
                 "output.message.role should be \"assistant\", found {}",
                 message.get("role").map_or("nothing", |r| r.text())
@@ -106,9 +118,13 @@ fn converse(_request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault>
         )
         .into());
     }
-    invariants::member(root, "stopReason", Kind::String, "payload_missing", &|| {
-        "stopReason".into()
-    })?;
+    invariants::member(
+        root,
+        "stopReason",
+        Kind::String,
+        Invariant::PayloadMissing,
+        &|| "stopReason".into(),
+    )?;
     Ok(())
 }
 
@@ -121,14 +137,14 @@ pub(super) fn content_block(
 ) -> Result<(), Violation> {
     let Some(block) = block else {
         return Err(invariants::violation(
-            "content_block_invalid",
+            Invariant::ContentBlockInvalid,
             format!("{} is not an object", at()),
         ));
     };
     let members: Vec<&str> = block.keys().collect();
     let [member] = members[..] else {
         return Err(invariants::violation(
-            "content_block_invalid",
+            Invariant::ContentBlockInvalid,
             format!(
                 "{} should have exactly one member, found {}",
                 at(),
@@ -141,7 +157,7 @@ pub(super) fn content_block(
             block,
             "text",
             Kind::String,
-            "content_block_invalid",
+            Invariant::ContentBlockInvalid,
             &|| format!("{}.text", at()),
         )
         .map(|_| ()),
@@ -150,7 +166,7 @@ pub(super) fn content_block(
                 block,
                 "toolUse",
                 Kind::Object,
-                "content_block_invalid",
+                Invariant::ContentBlockInvalid,
                 &|| format!("{}.toolUse", at()),
             )?;
             input_type(&tool.object().unwrap_or_default(), &|| {
@@ -170,7 +186,7 @@ fn input_type(tool: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Violatio
     match tool.get("input") {
         Some(input) if input.kind() == Kind::Object => Ok(()),
         found => Err(invariants::violation(
-            "tool_arguments_type",
+            Invariant::ToolArgumentsType,
             format!(
                 "{}.input should be an object, found {}",
                 at(),
@@ -349,10 +365,13 @@ impl Events {
         let Some(tool) = delta.present("toolUse").and_then(|t| t.object()) else {
             return Ok(());
         };
-        let input =
-            invariants::member(&tool, "input", Kind::String, "tool_arguments_type", &|| {
-                "contentBlockDelta.delta.toolUse.input".into()
-            })?;
+        let input = invariants::member(
+            &tool,
+            "input",
+            Kind::String,
+            Invariant::ToolArgumentsType,
+            &|| "contentBlockDelta.delta.toolUse.input".into(),
+        )?;
         let fragment = input.string().unwrap_or_default();
         if self.forced_block == Some(index) {
             self.tool.push(&fragment);
@@ -368,7 +387,7 @@ fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
         .and_then(|i| i.count())
         .ok_or_else(|| {
             invariants::violation(
-                "content_block_invalid",
+                Invariant::ContentBlockInvalid,
                 format!("{name} has no contentBlockIndex"),
             )
         })
@@ -378,7 +397,7 @@ impl EventCheck for Events {
     fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         if let Some(fault) = event.fault {
             return Err(invariants::violation(
-                "event_stream_invalid",
+                Invariant::EventStreamInvalid,
                 fault.describe().into(),
             ));
         }
@@ -407,7 +426,7 @@ impl EventCheck for Events {
                     &body,
                     "stopReason",
                     Kind::String,
-                    "payload_missing",
+                    Invariant::PayloadMissing,
                     &|| "messageStop.stopReason".into(),
                 )?;
                 Ok(Seen::Nothing)
@@ -609,7 +628,10 @@ fn titan_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
         .is_none_or(|t| t.iter().any(|t| t == "float"));
     if float {
         let embedding = root.present("embedding").ok_or_else(|| {
-            invariants::violation("payload_missing", "the response has no `embedding`".into())
+            invariants::violation(
+                Invariant::PayloadMissing,
+                "the response has no `embedding`".into(),
+            )
         })?;
         titan_vector(embedding, invariants::Form::Float, dimensions, "embedding")?;
     }
@@ -621,7 +643,7 @@ fn titan_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
         .and_then(|e| e.object())
         .ok_or_else(|| {
             invariants::violation(
-                "payload_missing",
+                Invariant::PayloadMissing,
                 "embeddingTypes was asked and the response has no `embeddingsByType` object".into(),
             )
         })?;
@@ -633,7 +655,7 @@ fn titan_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
         };
         let vector = by_type.present(kind).ok_or_else(|| {
             invariants::violation(
-                "payload_missing",
+                Invariant::PayloadMissing,
                 format!("embeddingsByType has no `{kind}`, which was asked"),
             )
         })?;
@@ -656,11 +678,11 @@ fn titan_vector(
     let found = invariants::dimension(vector, form, &|| label.to_string())?;
     match dimensions {
         Some(asked) if asked != found => Err(invariants::violation(
-            "embedding_dimension_mismatch",
+            Invariant::EmbeddingDimensionMismatch,
             format!("expected {asked} dimensions as requested, {label} has {found}"),
         )),
         _ if found == 0 => Err(invariants::violation(
-            "embedding_dimension_mismatch",
+            Invariant::EmbeddingDimensionMismatch,
             format!("expected a non-empty embedding, {label} has 0 dimensions"),
         )),
         _ => Ok(()),

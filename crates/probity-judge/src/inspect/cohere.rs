@@ -7,6 +7,7 @@ use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::Figure;
 use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
+use crate::violation::Invariant;
 
 /// `embeddings`: a plain `float[][]` (v1 without `embedding_types`) or
 /// lists keyed by type; `texts` echoed one per input.
@@ -127,7 +128,7 @@ pub(super) fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> 
     }
     let by_type = embeddings.and_then(|e| e.object()).ok_or_else(|| {
         invariants::violation(
-            "payload_missing",
+            Invariant::PayloadMissing,
             "the response has no `embeddings` object keyed by embedding type".into(),
         )
     })?;
@@ -159,7 +160,7 @@ pub(super) fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> 
     if let (Some(full), Some(packed)) = (full, packed) {
         if full / 8 != packed {
             return Err(invariants::violation(
-                "embedding_dimension_mismatch",
+                Invariant::EmbeddingDimensionMismatch,
                 format!(
                     "binary vectors have {packed} bytes, expected {} for {full} dimensions",
                     full / 8

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use super::Identity;
 use crate::contract::OutputVerdict;
 use crate::outcome::Outcome;
+use crate::violation::Invariant;
 
 /// What inspecting one response found.
 #[derive(Debug, Default)]
@@ -22,7 +23,7 @@ pub struct Findings {
     /// Why the payload could not be checked against its request.
     pub uninspected: Option<&'static str>,
     /// The payload invariant the response broke.
-    pub rejected: Option<&'static str>,
+    pub rejected: Option<Invariant>,
     /// The upstream fault that cut a stream (its `kind`); counted where it
     /// happened, captured at the end.
     pub cut: Option<&'static str>,

@@ -19,7 +19,7 @@ use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault, Form, REQUEST_SHAPE};
 use crate::json::{Json, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 pub(super) struct Gemini;
 
@@ -220,7 +220,7 @@ fn args_type(part: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Violation
         .and_then(|c| c.present("args"));
     match args {
         Some(args) if args.kind() != crate::json::Kind::Object => Err(invariants::violation(
-            "tool_arguments_type",
+            Invariant::ToolArgumentsType,
             format!(
                 "{}.functionCall.args should be an object, found {}",
                 at(),
@@ -316,13 +316,13 @@ fn vector(values: Json<'_>, requested: Option<usize>, label: &str) -> Result<usi
     let dim = invariants::dimension(values, Form::Float, &|| label.to_string())?;
     if dim == 0 {
         return Err(invariants::violation(
-            "embedding_dimension_mismatch",
+            Invariant::EmbeddingDimensionMismatch,
             format!("expected a non-empty embedding, {label} has 0 dimensions"),
         ));
     }
     match requested {
         Some(requested) if requested != dim => Err(invariants::violation(
-            "embedding_dimension_mismatch",
+            Invariant::EmbeddingDimensionMismatch,
             format!("expected {requested} dimensions as requested, {label} has {dim}"),
         )),
         _ => Ok(dim),
@@ -338,13 +338,13 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
         .and_then(|e| e.object())
         .ok_or_else(|| {
             invariants::violation(
-                "payload_missing",
+                Invariant::PayloadMissing,
                 "the response has no `embedding` object".into(),
             )
         })?;
     let values = embedding.present("values").ok_or_else(|| {
         invariants::violation(
-            "payload_missing",
+            Invariant::PayloadMissing,
             "the response's `embedding` has no `values`".into(),
         )
     })?;
@@ -373,7 +373,7 @@ fn batch_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
         .and_then(|e| e.objects())
         .ok_or_else(|| {
             invariants::violation(
-                "payload_missing",
+                Invariant::PayloadMissing,
                 "the response has no `embeddings` array".into(),
             )
         })?;
@@ -382,13 +382,13 @@ fn batch_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
     for (i, (item, requested)) in items.iter().zip(&requested).enumerate() {
         let item = item.as_ref().ok_or_else(|| {
             invariants::violation(
-                "embedding_item_invalid",
+                Invariant::EmbeddingItemInvalid,
                 format!("embeddings[{i}] is not an object"),
             )
         })?;
         let values = item.present("values").ok_or_else(|| {
             invariants::violation(
-                "embedding_item_invalid",
+                Invariant::EmbeddingItemInvalid,
                 format!("embeddings[{i}] has no values"),
             )
         })?;
@@ -398,7 +398,7 @@ fn batch_embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
                 None => unasked = Some((i, dim)),
                 Some((first, d)) if d != dim => {
                     return Err(invariants::violation(
-                        "embedding_dimension_mismatch",
+                        Invariant::EmbeddingDimensionMismatch,
                         format!(
                             "vectors differ in length: embeddings[{first}] has {d} dimensions, \
                              embeddings[{i}] has {dim}"
@@ -440,11 +440,14 @@ fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation
         return Ok(false);
     };
     let list = list.objects().ok_or_else(|| {
-        invariants::violation("payload_missing", "`candidates` is not an array".into())
+        invariants::violation(
+            Invariant::PayloadMissing,
+            "`candidates` is not an array".into(),
+        )
     })?;
     if let Some(asked) = asked.filter(|asked| list.len() > *asked) {
         return Err(invariants::violation(
-            "choice_count_mismatch",
+            Invariant::ChoiceCountMismatch,
             format!(
                 "expected at most {asked} candidates (candidateCount = {asked}), got {}",
                 list.len()
@@ -456,7 +459,7 @@ fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation
     for (i, candidate) in list.iter().enumerate() {
         let candidate = candidate.as_ref().ok_or_else(|| {
             invariants::violation(
-                "choice_invalid",
+                Invariant::ChoiceInvalid,
                 format!("candidates[{i}] is not an object"),
             )
         })?;
@@ -466,7 +469,7 @@ fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation
                 _ => {
                     let range = asked.map_or_else(|| "0..".into(), |asked| format!("0..{asked}"));
                     return Err(invariants::violation(
-                        "choice_index_invalid",
+                        Invariant::ChoiceIndexInvalid,
                         format!(
                             "candidates[{i}].index is {}, expected each of {range} at most once",
                             index.text()
@@ -480,20 +483,20 @@ fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation
         };
         let content = content.object().ok_or_else(|| {
             invariants::violation(
-                "choice_invalid",
+                Invariant::ChoiceInvalid,
                 format!("candidates[{i}].content should be an object"),
             )
         })?;
         if let Some(parts) = content.present("parts") {
             let parts = parts.objects().ok_or_else(|| {
                 invariants::violation(
-                    "choice_invalid",
+                    Invariant::ChoiceInvalid,
                     format!("candidates[{i}].content.parts should be an array"),
                 )
             })?;
             if let Some(j) = parts.iter().position(Option::is_none) {
                 return Err(invariants::violation(
-                    "choice_invalid",
+                    Invariant::ChoiceInvalid,
                     format!("candidates[{i}].content.parts[{j}] is not an object"),
                 ));
             }
@@ -513,7 +516,7 @@ fn candidates(root: &Object<'_>, asked: Option<usize>) -> Result<bool, Violation
 fn whole(root: &Object<'_>, asked: usize) -> Result<(), Violation> {
     if !candidates(root, Some(asked))? && root.present("promptFeedback").is_none() {
         return Err(invariants::violation(
-            "payload_missing",
+            Invariant::PayloadMissing,
             "the response has neither `candidates` nor `promptFeedback`".into(),
         ));
     }
@@ -539,13 +542,16 @@ fn streamed_document(request: &Object<'_>, response: &Response<'_>) -> Result<()
     }
     let chunks = response.root.objects().ok_or_else(|| {
         invariants::violation(
-            "payload_missing",
+            Invariant::PayloadMissing,
             "the response is neither an object nor an array of them".into(),
         )
     })?;
     for (i, chunk) in chunks.iter().enumerate() {
         let chunk = chunk.as_ref().ok_or_else(|| {
-            invariants::violation("payload_missing", format!("element {i} is not an object"))
+            invariants::violation(
+                Invariant::PayloadMissing,
+                format!("element {i} is not an object"),
+            )
         })?;
         if chunk.get("error").is_none() {
             candidates(chunk, Some(asked))?;

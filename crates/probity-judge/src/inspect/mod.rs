@@ -39,7 +39,7 @@ use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
 use crate::figures::{self, Figure, HeaderFigure, Judgement};
 use crate::invariants::Fault;
 use crate::json::{self, Document, Json, Object, Scanner};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 use stream::{EventCheck, Framing};
 
 pub use findings::Findings;
@@ -322,7 +322,7 @@ impl Endpoint {
     /// endpoint, its figures summed ([`crate::batch::stitch`]).
     pub fn stitch(&self, parts: &[&batch::Part]) -> Result<batch::Stitched, Violation> {
         let spec = self.batch.as_ref().ok_or_else(|| Violation {
-            invariant: "chunk_dimension_mismatch",
+            invariant: Invariant::ChunkDimensionMismatch,
             message: "the endpoint does not take batches".into(),
         })?;
         batch::stitch(parts, spec, self.figures, self.header_figures)
@@ -408,7 +408,7 @@ impl<'a> Response<'a> {
     pub(crate) fn object(&self) -> Result<&Object<'a>, Fault> {
         self.object.as_ref().ok_or_else(|| {
             Fault::Invalid(Violation {
-                invariant: "payload_missing",
+                invariant: Invariant::PayloadMissing,
                 message: "the response body is not a JSON object".into(),
             })
         })
@@ -596,7 +596,7 @@ pub fn inspect_keeping(
         Ok(doc) => doc,
         Err(err) => {
             let violation = Violation {
-                invariant: "invalid_json",
+                invariant: Invariant::InvalidJson,
                 message: format!("the response body is not valid JSON ({err})"),
             };
             return (Verdict::Reject(violation), Scanner::default());

@@ -10,7 +10,7 @@ use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Expect, Fault, Form};
 use crate::json::{Kind, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 pub(super) struct Ollama;
 
@@ -117,7 +117,7 @@ fn message_calls(response: &Object<'_>) -> Result<Vec<Call>, Violation> {
             Some(a) if a.kind() == Kind::Object => Arguments::Json(a.text().to_string()),
             Some(a) => {
                 return Err(invariants::violation(
-                    "tool_arguments_type",
+                    Invariant::ToolArgumentsType,
                     format!(
                         "message.tool_calls[{i}].function.arguments should be an object, found {}",
                         format!("{:?}", a.kind()).to_lowercase()
@@ -213,7 +213,7 @@ impl EventCheck for Lines {
         };
         if self.done {
             return Err(invariants::violation(
-                "stream_after_done",
+                Invariant::StreamAfterDone,
                 "the stream went on after its `done: true` line".into(),
             ));
         }
@@ -326,10 +326,16 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
 /// its text member (`message` object, `response` string) and a boolean
 /// `done`, whose value it returns.
 fn shape(object: &Object<'_>, text: &'static str, kind: Kind) -> Result<bool, Violation> {
-    invariants::member(object, text, kind, "payload_missing", &|| text.into())?;
-    let done = invariants::member(object, "done", Kind::Bool, "payload_missing", &|| {
-        "done".into()
+    invariants::member(object, text, kind, Invariant::PayloadMissing, &|| {
+        text.into()
     })?;
+    let done = invariants::member(
+        object,
+        "done",
+        Kind::Bool,
+        Invariant::PayloadMissing,
+        &|| "done".into(),
+    )?;
     Ok(done.boolean() == Some(true))
 }
 
@@ -354,14 +360,14 @@ fn legacy_embeddings(_request: &Object<'_>, response: &Response<'_>) -> Result<(
         .filter(|v| v.kind() == Kind::Array)
         .ok_or_else(|| {
             invariants::violation(
-                "payload_missing",
+                Invariant::PayloadMissing,
                 "the response has no `embedding` array".into(),
             )
         })?;
     let dim = invariants::dimension(vector, Form::Float, &|| "embedding".into())?;
     if dim == 0 {
         return Err(invariants::violation(
-            "embedding_dimension_mismatch",
+            Invariant::EmbeddingDimensionMismatch,
             "expected a non-empty embedding, got 0 dimensions".into(),
         )
         .into());

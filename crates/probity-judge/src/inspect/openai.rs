@@ -11,7 +11,7 @@ use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
 use crate::json::{Kind, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 pub(super) struct OpenAi;
 
@@ -277,7 +277,7 @@ fn arguments_type(call: &Object<'_>, at: &dyn Fn() -> String) -> Result<(), Viol
         .and_then(|f| f.present("arguments"));
     match arguments {
         Some(arguments) if arguments.kind() != Kind::String => Err(invariants::violation(
-            "tool_arguments_type",
+            Invariant::ToolArgumentsType,
             format!(
                 "{}.function.arguments should be a JSON string, found {}",
                 at(),
@@ -408,7 +408,7 @@ impl EventCheck for Chunks {
         };
         if self.done {
             return Err(invariants::violation(
-                "stream_after_done",
+                Invariant::StreamAfterDone,
                 "the stream went on after `data: [DONE]`".into(),
             ));
         }
@@ -424,7 +424,7 @@ impl EventCheck for Chunks {
         if let Some(choices) = chunk.present("choices") {
             let choices = choices.objects().ok_or_else(|| {
                 invariants::violation(
-                    "payload_missing",
+                    Invariant::PayloadMissing,
                     "a chunk's `choices` is not an array".into(),
                 )
             })?;
@@ -438,7 +438,7 @@ impl EventCheck for Chunks {
                     .and_then(|x| x.count());
                 if index.is_none_or(|x| x >= self.choices as u64) {
                     return Err(invariants::violation(
-                        "choice_index_invalid",
+                        Invariant::ChoiceIndexInvalid,
                         format!(
                             "a chunk's choices[{i}].index is not one of the {} choices asked for",
                             self.choices
@@ -481,7 +481,13 @@ pub(super) fn chat(request: &Object<'_>, response: &Response<'_>) -> Result<(), 
     let n = invariants::optional_count(request, "n")?.unwrap_or(1);
     invariants::choices(response.object()?, n, &format!("n = {n}"), |i, choice| {
         let at = || format!("choices[{i}].message");
-        let message = invariants::member(choice, "message", Kind::Object, "choice_invalid", &at)?;
+        let message = invariants::member(
+            choice,
+            "message",
+            Kind::Object,
+            Invariant::ChoiceInvalid,
+            &at,
+        )?;
         match message.object() {
             Some(message) => tool_calls_type(&message, &at()),
             None => Ok(()),
@@ -500,7 +506,7 @@ fn completions(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
     let what = format!("n = {n} for {prompts} prompts");
     invariants::choices(response.object()?, n * prompts, &what, |i, choice| {
         let at = || format!("choices[{i}].text");
-        invariants::member(choice, "text", Kind::String, "choice_invalid", &at).map(|_| ())
+        invariants::member(choice, "text", Kind::String, Invariant::ChoiceInvalid, &at).map(|_| ())
     })?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::contract::{
 use crate::figures::{self, Figure, Judgement};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 /// The figures of a response object, whole or under an event's
 /// `/response`. `usage` is optional in the SDKs (`Optional[ResponseUsage]`,
@@ -164,7 +164,7 @@ fn check_response(root: &Object<'_>, at: &str) -> Result<(), Violation> {
     if let Some(object) = root.present("object") {
         if object.string().as_deref() != Some("response") {
             return Err(invariants::violation(
-                "response_object_invalid",
+                Invariant::ResponseObjectInvalid,
                 format!(
                     "{at}object should be \"response\", got {}",
                     short(object.text())
@@ -176,7 +176,7 @@ fn check_response(root: &Object<'_>, at: &str) -> Result<(), Violation> {
         let known = status.string().is_some_and(|s| STATUSES.contains(&&*s));
         if !known {
             return Err(invariants::violation(
-                "response_status_invalid",
+                Invariant::ResponseStatusInvalid,
                 format!(
                     "{at}status should be one of {}, got {}",
                     STATUSES.join(", "),
@@ -186,10 +186,13 @@ fn check_response(root: &Object<'_>, at: &str) -> Result<(), Violation> {
         }
     }
     let output = root.present("output").ok_or_else(|| {
-        invariants::violation("payload_missing", format!("{at}output is missing"))
+        invariants::violation(Invariant::PayloadMissing, format!("{at}output is missing"))
     })?;
     let items = output.objects().ok_or_else(|| {
-        invariants::violation("payload_missing", format!("{at}output is not an array"))
+        invariants::violation(
+            Invariant::PayloadMissing,
+            format!("{at}output is not an array"),
+        )
     })?;
     for (i, item) in items.iter().enumerate() {
         output_item(item.as_ref(), &format!("{at}output[{i}]"))?;
@@ -206,7 +209,7 @@ fn output_item(item: Option<&Object<'_>>, at: &str) -> Result<(), Violation> {
     let kind = item.and_then(|i| i.get("type")).and_then(|t| t.string());
     let (Some(item), Some(kind)) = (item, kind) else {
         return Err(invariants::violation(
-            "response_item_invalid",
+            Invariant::ResponseItemInvalid,
             format!("{at} should be an object with a string `type`"),
         ));
     };
@@ -216,7 +219,7 @@ fn output_item(item: Option<&Object<'_>>, at: &str) -> Result<(), Violation> {
             for key in ["name", "call_id", "arguments"] {
                 if item.get(key).map(|v| v.kind()) != Some(Kind::String) {
                     return Err(invariants::violation(
-                        "response_function_call_invalid",
+                        Invariant::ResponseFunctionCallInvalid,
                         format!("{at}.{key} should be a string (a function_call item)"),
                     ));
                 }
@@ -228,7 +231,7 @@ fn output_item(item: Option<&Object<'_>>, at: &str) -> Result<(), Violation> {
 }
 
 fn message_content(item: &Object<'_>, at: &str) -> Result<(), Violation> {
-    let invalid = |what: String| invariants::violation("response_content_invalid", what);
+    let invalid = |what: String| invariants::violation(Invariant::ResponseContentInvalid, what);
     let parts = item
         .present("content")
         .and_then(|c| c.objects())
@@ -413,7 +416,7 @@ impl Events {
         };
         let Some(number) = number.count() else {
             return Err(invariants::violation(
-                "response_sequence_invalid",
+                Invariant::ResponseSequenceInvalid,
                 format!(
                     "{kind}'s sequence_number should be a count, got {}",
                     short(number.text())
@@ -422,7 +425,7 @@ impl Events {
         };
         if let Some(last) = self.sequence.filter(|last| number <= *last) {
             return Err(invariants::violation(
-                "response_sequence_invalid",
+                Invariant::ResponseSequenceInvalid,
                 format!("{kind}'s sequence_number {number} does not follow {last}"),
             ));
         }
@@ -435,7 +438,7 @@ impl Events {
         let body = doc.object().unwrap_or_default();
         let kind = body.get("type").and_then(|t| t.string()).ok_or_else(|| {
             invariants::violation(
-                "response_event_invalid",
+                Invariant::ResponseEventInvalid,
                 "a stream event has no string `type`".into(),
             )
         })?;
@@ -543,7 +546,7 @@ impl Events {
             .and_then(|r| r.object())
             .ok_or_else(|| {
                 invariants::violation(
-                    "response_event_invalid",
+                    Invariant::ResponseEventInvalid,
                     format!("{kind} has no `response` object"),
                 )
             })?;
@@ -566,7 +569,7 @@ impl EventCheck for Events {
         };
         if self.done {
             return Err(invariants::violation(
-                "stream_after_done",
+                Invariant::StreamAfterDone,
                 "the stream went on after its terminal event".into(),
             ));
         }

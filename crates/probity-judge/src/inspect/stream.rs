@@ -15,7 +15,7 @@ use crate::contract::{StreamedAnswer, StreamedCalls};
 use crate::figures::Judgement;
 use crate::invariants;
 use crate::json::{self, Kind};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 /// How a stream's events are delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,11 +330,11 @@ pub(super) fn event_object(data: &[u8]) -> Result<json::Document<'_>, Violation>
     match json::Document::parse(data) {
         Ok(doc) if doc.root().kind() == Kind::Object => Ok(doc),
         Ok(_) => Err(invariants::violation(
-            "invalid_json",
+            Invariant::InvalidJson,
             "a stream event is JSON but not an object".into(),
         )),
         Err(err) => Err(invariants::violation(
-            "invalid_json",
+            Invariant::InvalidJson,
             format!("a stream event is not valid JSON ({err})"),
         )),
     }

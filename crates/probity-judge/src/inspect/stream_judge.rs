@@ -314,6 +314,7 @@ mod tests {
     use super::*;
     use crate::contract::SchemaCache;
     use crate::inspect::{self, Contracts};
+    use crate::violation::Invariant;
 
     /// A saved stream: its request, its body, and the endpoint that judges it.
     struct Saved {
@@ -327,7 +328,8 @@ mod tests {
     /// `response.ndjson`: its dialect is named by its folder, or by the
     /// first segment of its `endpoint` (`tools/…`: `/openai/v1/…`).
     fn saved_streams() -> Vec<Saved> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        // The workspace's fixtures, shared with tests/it.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
         let mut found = Vec::new();
         for folder in std::fs::read_dir(&root).unwrap().flatten() {
             let Ok(cases) = std::fs::read_dir(folder.path()) else {
@@ -367,7 +369,7 @@ mod tests {
 
     /// What a judge sends on and finds for `saved` fed in `pieces` (the
     /// lengths of the feeds; the rest goes in one last feed), ended.
-    fn judged(saved: &Saved, pieces: &[usize]) -> Option<(Vec<u8>, Option<&'static str>, String)> {
+    fn judged(saved: &Saved, pieces: &[usize]) -> Option<(Vec<u8>, Option<Invariant>, String)> {
         let cache = SchemaCache::new(4);
         let contracts = Contracts {
             config: None,
@@ -481,9 +483,9 @@ mod tests {
             .feed(&saved.body, &mut out)
             .expect_err("the stream is broken");
         assert_eq!(judge.findings().rejected, Some(violation.invariant));
-        let event = judge.end_with(&serde_json::json!({"code": violation.invariant}));
+        let event = judge.end_with(&serde_json::json!({"code": violation.invariant.as_str()}));
         assert!(
-            String::from_utf8_lossy(&event).contains(violation.invariant),
+            String::from_utf8_lossy(&event).contains(violation.invariant.as_str()),
             "{event:?}"
         );
         let mut after = VecDeque::new();

@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 
 use crate::json::{base64_len, scan_numbers, Elements, Json, Kind, NumberFault, Object};
-use crate::violation::Violation;
+use crate::violation::{Invariant, Violation};
 
 /// Why a check did not produce a verdict on the payload.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ impl From<Violation> for Fault {
     }
 }
 
-pub(crate) fn violation(invariant: &'static str, message: String) -> Violation {
+pub(crate) fn violation(invariant: Invariant, message: String) -> Violation {
     Violation { invariant, message }
 }
 
@@ -146,7 +146,10 @@ pub(crate) fn dimension(
                         format!("element {i} is not an integer in the type's range")
                     }
                 };
-                violation("embedding_value_invalid", format!("{}: {what}", label()))
+                violation(
+                    Invariant::EmbeddingValueInvalid,
+                    format!("{}: {what}", label()),
+                )
             })
         }
         Form::Base64 { bytes_per_dim } => {
@@ -154,14 +157,14 @@ pub(crate) fn dimension(
             match decoded {
                 Some(len) if len > 0 && len % bytes_per_dim == 0 => Ok(len / bytes_per_dim),
                 Some(len) => Err(violation(
-                    "embedding_base64_invalid",
+                    Invariant::EmbeddingBase64Invalid,
                     format!(
                         "{}: decodes to {len} bytes, not a non-zero multiple of {bytes_per_dim}",
                         label()
                     ),
                 )),
                 None => Err(violation(
-                    "embedding_base64_invalid",
+                    Invariant::EmbeddingBase64Invalid,
                     format!("{}: is not padded standard base64", label()),
                 )),
             }
@@ -188,7 +191,7 @@ pub(crate) fn vector_list(
 ) -> Result<Option<usize>, Violation> {
     let vectors = list.and_then(|l| l.array()).ok_or_else(|| {
         violation(
-            "payload_missing",
+            Invariant::PayloadMissing,
             format!("the response has no array of vectors at {name}"),
         )
     })?;
@@ -208,7 +211,7 @@ pub(crate) fn count_matches(found: usize, inputs: usize) -> Result<(), Violation
         Ok(())
     } else {
         Err(violation(
-            "embedding_count_mismatch",
+            Invariant::EmbeddingCountMismatch,
             format!("expected {inputs} vectors for {inputs} inputs, got {found}"),
         ))
     }
@@ -223,7 +226,7 @@ fn same_dimension(
     if let Some(requested) = requested {
         if dim != requested {
             return Err(violation(
-                "embedding_dimension_mismatch",
+                Invariant::EmbeddingDimensionMismatch,
                 format!(
                     "expected {requested} dimensions as requested, {} has {dim}",
                     label()
@@ -235,7 +238,7 @@ fn same_dimension(
         None => *first = Some(dim),
         Some(d) if d != dim => {
             return Err(violation(
-                "embedding_dimension_mismatch",
+                Invariant::EmbeddingDimensionMismatch,
                 format!(
                     "vectors differ in length: the first has {d} dimensions, {} has {dim}",
                     label()
@@ -253,14 +256,19 @@ pub(crate) fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Resu
     let items = root
         .present("data")
         .and_then(|d| d.objects())
-        .ok_or_else(|| violation("payload_missing", "the response has no `data` array".into()))?;
+        .ok_or_else(|| {
+            violation(
+                Invariant::PayloadMissing,
+                "the response has no `data` array".into(),
+            )
+        })?;
     count_matches(items.len(), expect.count)?;
     let mut seen = vec![false; items.len()];
     let mut first: Option<usize> = None;
     for (i, item) in items.iter().enumerate() {
         let item = item.as_ref().ok_or_else(|| {
             violation(
-                "embedding_item_invalid",
+                Invariant::EmbeddingItemInvalid,
                 format!("data[{i}] is not an object"),
             )
         })?;
@@ -273,13 +281,13 @@ pub(crate) fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Resu
             }
             Some(x) if x < seen.len() => {
                 return Err(violation(
-                    "embedding_index_invalid",
+                    Invariant::EmbeddingIndexInvalid,
                     format!("data[{i}].index {x} appears twice"),
                 ))
             }
             _ => {
                 return Err(violation(
-                    "embedding_index_invalid",
+                    Invariant::EmbeddingIndexInvalid,
                     format!(
                         "data[{i}].index is {}, expected an integer in 0..{}",
                         item.get("index").map_or("absent", |v| v.text()),
@@ -290,7 +298,7 @@ pub(crate) fn openai_data(root: &Object<'_>, expect: Expect, form: Form) -> Resu
         }
         let vector = item.present("embedding").ok_or_else(|| {
             violation(
-                "embedding_item_invalid",
+                Invariant::EmbeddingItemInvalid,
                 format!("data[{i}] has no embedding"),
             )
         })?;
@@ -316,13 +324,13 @@ pub(crate) fn choices(
         .and_then(|c| c.objects())
         .ok_or_else(|| {
             violation(
-                "payload_missing",
+                Invariant::PayloadMissing,
                 "the response has no `choices` array".into(),
             )
         })?;
     if choices.len() != expected {
         return Err(violation(
-            "choice_count_mismatch",
+            Invariant::ChoiceCountMismatch,
             format!(
                 "expected {expected} choices ({what}), got {}",
                 choices.len()
@@ -331,9 +339,12 @@ pub(crate) fn choices(
     }
     let mut seen = vec![false; expected];
     for (i, choice) in choices.iter().enumerate() {
-        let choice = choice
-            .as_ref()
-            .ok_or_else(|| violation("choice_invalid", format!("choices[{i}] is not an object")))?;
+        let choice = choice.as_ref().ok_or_else(|| {
+            violation(
+                Invariant::ChoiceInvalid,
+                format!("choices[{i}] is not an object"),
+            )
+        })?;
         match choice
             .present("index")
             .and_then(|v| v.count())
@@ -346,7 +357,7 @@ pub(crate) fn choices(
             }
             _ => {
                 return Err(violation(
-                    "choice_index_invalid",
+                    Invariant::ChoiceIndexInvalid,
                     format!(
                         "choices[{i}].index is {}, expected each of 0..{expected} once",
                         choice.get("index").map_or("absent", |v| v.text())
@@ -364,7 +375,7 @@ pub(crate) fn member<'a>(
     object: &Object<'a>,
     key: &str,
     kind: Kind,
-    invariant: &'static str,
+    invariant: Invariant,
     at: &dyn Fn() -> String,
 ) -> Result<Json<'a>, Violation> {
     match object.get(key) {
@@ -457,7 +468,7 @@ pub(crate) fn ranking(
 ) -> Result<(), Violation> {
     let results = results.and_then(|r| r.objects()).ok_or_else(|| {
         violation(
-            "payload_missing",
+            Invariant::PayloadMissing,
             format!("the response has no array of results at {name}"),
         )
     })?;
@@ -467,7 +478,7 @@ pub(crate) fn ranking(
     };
     if results.len() > limit {
         return Err(violation(
-            "rerank_count_exceeded",
+            Invariant::RerankCountExceeded,
             format!(
                 "expected at most {limit} results ({} documents, top {}), got {}",
                 expect.documents,
@@ -480,7 +491,7 @@ pub(crate) fn ranking(
     for (i, result) in results.iter().enumerate() {
         let result = result.as_ref().ok_or_else(|| {
             violation(
-                "rerank_result_invalid",
+                Invariant::RerankResultInvalid,
                 format!("{name}[{i}] is not an object"),
             )
         })?;
@@ -489,13 +500,13 @@ pub(crate) fn ranking(
             .and_then(|v| v.count())
             .ok_or_else(|| {
                 violation(
-                    "rerank_result_invalid",
+                    Invariant::RerankResultInvalid,
                     format!("{name}[{i}].index is not a non-negative integer"),
                 )
             })?;
         if index >= expect.documents as u64 {
             return Err(violation(
-                "rerank_index_out_of_range",
+                Invariant::RerankIndexOutOfRange,
                 format!(
                     "{name}[{i}].index is {index}, expected 0..{} (one per document)",
                     expect.documents
@@ -504,7 +515,7 @@ pub(crate) fn ranking(
         }
         if !seen.insert(index) {
             return Err(violation(
-                "rerank_index_duplicate",
+                Invariant::RerankIndexDuplicate,
                 format!("{name}[{i}].index {index} ranks the same document twice"),
             ));
         }
@@ -514,7 +525,7 @@ pub(crate) fn ranking(
             .is_none()
         {
             return Err(violation(
-                "rerank_score_invalid",
+                Invariant::RerankScoreInvalid,
                 format!("{name}[{i}].{} is not a finite number", expect.score),
             ));
         }
@@ -549,7 +560,7 @@ fn echoed_document(
         Document::String => "a string",
     };
     Err(violation(
-        "rerank_document_invalid",
+        Invariant::RerankDocumentInvalid,
         format!(
             "{name}[{i}].{} should be {wanted} (documents were requested)",
             expect.document
@@ -579,7 +590,7 @@ mod tests {
     }
 
     fn code(result: Result<impl std::fmt::Debug, Violation>) -> &'static str {
-        result.err().map_or("ok", |v| v.invariant)
+        result.err().map_or("ok", |v| v.invariant.as_str())
     }
 
     #[test]
