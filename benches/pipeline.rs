@@ -346,13 +346,13 @@ fn stream_inspection(c: &mut Criterion) {
     ];
     for (name, route, path, request, body) in streams {
         let judged =
-            probity::offline::judge(&routes, route, path, request.as_bytes(), &body, false)
+            probity::saved_answer::judge(&routes, route, path, request.as_bytes(), &body, false)
                 .unwrap();
         assert_eq!(judged.outcome, "passed", "{name}");
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(name, |b| {
             b.iter(|| {
-                probity::offline::judge(
+                probity::saved_answer::judge(
                     &routes,
                     route,
                     path,

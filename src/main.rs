@@ -159,11 +159,11 @@ fn inspect_offline(
         Some("sse" | "ndjson" | "jsonl") => false,
         _ => serde_json::from_slice::<serde::de::IgnoredAny>(&response).is_ok(),
     };
-    let judged = match probity::offline::judge(&routes, route, path, &request, &response, document)
-    {
-        Ok(judged) => judged,
-        Err(err) => return usage(err.to_string()),
-    };
+    let judged =
+        match probity::saved_answer::judge(&routes, route, path, &request, &response, document) {
+            Ok(judged) => judged,
+            Err(err) => return usage(err.to_string()),
+        };
     use std::io::Write;
     let _ = std::io::stdout().write_all(&judged.body);
     eprintln!("{}", verdict(&judged, json));
@@ -176,7 +176,7 @@ fn inspect_offline(
 
 /// The verdict line of `probity inspect`: JSON, or `<outcome>[ <invariant>]
 /// [ <pointers>][ output invalid: <reasons>]`.
-fn verdict(judged: &probity::offline::Judged, json: bool) -> String {
+fn verdict(judged: &probity::saved_answer::Report, json: bool) -> String {
     if json {
         return serde_json::to_string(judged).unwrap_or_default();
     }
@@ -333,7 +333,7 @@ fn route_list(config: &Config) -> String {
 /// How a reload reads the configuration: the same source again (the
 /// embedded default can only be re-validated), with the same listener
 /// overrides, and the key variables as they are now.
-fn reread(cli: &Cli) -> probity::server::Source {
+fn reread(cli: &Cli) -> probity::server::ConfigSource {
     let (path, listen, admin) = (
         cli.config.clone(),
         cli.listen.clone(),

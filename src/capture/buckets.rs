@@ -122,14 +122,14 @@ mod transport {
             let client = Client::builder(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
-                .build(crate::connect::https_system_roots(CONNECT_TIMEOUT));
+                .build(crate::connector::https_system_roots(CONNECT_TIMEOUT));
             Ok(HttpClient::new(Service { client, allow_http }))
         }
     }
 
     #[derive(Debug)]
     struct Service {
-        client: Client<crate::connect::Connector, HttpRequestBody>,
+        client: Client<crate::connector::Connector, HttpRequestBody>,
         /// Whether `http://` is allowed: a local endpoint the operator named.
         allow_http: bool,
     }

@@ -275,7 +275,7 @@ pub(crate) struct Captures {
     /// How much of a body is kept; a larger one is listed, not kept.
     max_body: u64,
     instance: String,
-    shared: Arc<writer::Shared>,
+    shared: Arc<writer::StoreState>,
     queue: mpsc::Sender<Job>,
 }
 
@@ -296,7 +296,7 @@ impl Captures {
             max_age: crate::config::parse_age(&config.max_age).unwrap_or(Duration::MAX),
         };
         let (queue, jobs) = mpsc::channel(usize::try_from(config.queue).unwrap_or(1).max(1));
-        let shared = Arc::new(writer::Shared {
+        let shared = Arc::new(writer::StoreState {
             store,
             index: Mutex::new(Index::default()),
             indexed: watch::channel(false).0,

@@ -93,7 +93,7 @@ impl Drops {
 }
 
 /// What the writers share with the handle that queues captures.
-pub(crate) struct Shared {
+pub(crate) struct StoreState {
     pub(crate) store: Store,
     pub(crate) index: Mutex<Index>,
     /// Whether the start-up scan is in the index.
@@ -109,7 +109,7 @@ pub(crate) struct Shared {
     pub(crate) refreshed: Mutex<SystemTime>,
 }
 
-impl Shared {
+impl StoreState {
     fn settle(&self) {
         if self.outstanding.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.settled.notify_waiters();
@@ -209,7 +209,11 @@ impl Shared {
 }
 
 /// Writes what the queue holds, `concurrency` at a time, for the process's life.
-pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Job>, concurrency: usize) {
+pub(crate) async fn run(
+    shared: Arc<StoreState>,
+    mut queue: mpsc::Receiver<Job>,
+    concurrency: usize,
+) {
     let permits = Arc::new(Semaphore::new(concurrency.max(1)));
     while let Some(job) = queue.recv().await {
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -224,7 +228,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Job>, con
     }
 }
 
-async fn write(shared: &Shared, job: Job) {
+async fn write(shared: &StoreState, job: Job) {
     let started = Instant::now();
     let pending = &job.pending;
     let meta = match serde_json::to_vec(&hashed(pending)) {
@@ -295,7 +299,7 @@ fn hashed(pending: &Pending) -> Meta {
 
 /// Adds what the store holds to the index; false when it could not be
 /// listed (a bucket down at start).
-async fn index_what_is_stored(shared: &Shared, store: &str) -> bool {
+async fn index_what_is_stored(shared: &StoreState, store: &str) -> bool {
     let scanned = if shared.store.is_bucket() {
         // Only the partitions within max_age: a fleet's bucket is large.
         let since = SystemTime::now()
@@ -325,7 +329,7 @@ async fn index_what_is_stored(shared: &Shared, store: &str) -> bool {
 /// Lists the store again, 1 s, 2 s, 4 s… apart (a minute at most), until
 /// it answers: a store down when probity starts must not hide, until the
 /// next start, everything captured before it.
-async fn index_once_listed(shared: Arc<Shared>, store: String) {
+async fn index_once_listed(shared: Arc<StoreState>, store: String) {
     let mut wait = Duration::from_secs(1);
     loop {
         tokio::time::sleep(wait).await;
@@ -340,7 +344,7 @@ async fn index_once_listed(shared: Arc<Shared>, store: String) {
 
 /// Indexes what the store holds, then applies `max_age` while no capture
 /// comes to trigger it.
-pub(crate) async fn index_then_age_out(shared: Arc<Shared>, store: String) {
+pub(crate) async fn index_then_age_out(shared: Arc<StoreState>, store: String) {
     let started = Instant::now();
     if shared.store.is_bucket() {
         tracing::info!(

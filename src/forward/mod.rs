@@ -75,7 +75,7 @@ impl ForwardError {
     }
 }
 
-type HttpClient = Client<crate::connect::Connector, UpstreamBody>;
+type HttpClient = Client<crate::connector::Connector, UpstreamBody>;
 
 /// How long and how much an upstream exchange may take.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +123,7 @@ impl Upstream {
         limits: Limits,
         hint: &'static str,
     ) -> Self {
-        let https = crate::connect::https(connect_timeout);
+        let https = crate::connector::https(connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
@@ -421,7 +421,7 @@ async fn fetch_untraced(
     }
 
     let mut body = body;
-    let mut whole = Collector::with_capacity(declared.unwrap_or(0).min(limit));
+    let mut whole = BodyCollector::with_capacity(declared.unwrap_or(0).min(limit));
     // Only a 2xx answer is judged; its JSON is scanned frame by frame, so
     // the last frame leaves only the tail to scan.
     whole.scan = parts.status.is_success();
@@ -449,7 +449,7 @@ async fn fetch_untraced(
 
 /// Joins body frames, without a copy when there is only one, and feeds
 /// them to the JSON scanner as they come (when `scan`).
-struct Collector {
+struct BodyCollector {
     first: Option<Bytes>,
     rest: Option<BytesMut>,
     capacity: u64,
@@ -458,7 +458,7 @@ struct Collector {
     scanner: Scanner,
 }
 
-impl Collector {
+impl BodyCollector {
     fn with_capacity(capacity: u64) -> Self {
         Self {
             first: None,
@@ -674,16 +674,16 @@ mod tests {
     #[test]
     fn the_collector_joins_frames_and_keeps_a_single_frame_as_is() {
         let one = Bytes::from_static(b"{\"a\":1}");
-        let mut c = Collector::with_capacity(0);
+        let mut c = BodyCollector::with_capacity(0);
         c.push(one.clone());
         assert_eq!(c.finish().0.as_ptr(), one.as_ptr());
-        let mut c = Collector::with_capacity(4);
+        let mut c = BodyCollector::with_capacity(4);
         for part in ["{\"a\"", ":", "1}"] {
             c.push(Bytes::from(part));
         }
         assert_eq!(c.len(), 7);
         assert_eq!(c.finish().0, "{\"a\":1}");
-        assert_eq!(Collector::with_capacity(0).finish().0, "");
+        assert_eq!(BodyCollector::with_capacity(0).finish().0, "");
     }
 
     #[test]

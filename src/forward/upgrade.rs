@@ -35,7 +35,7 @@ pub(super) fn tunnel_client(cell: &OnceLock<HttpClient>, connect_timeout: Durati
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
             .pool_max_idle_per_host(0)
-            .build(crate::connect::https_http1(connect_timeout))
+            .build(crate::connector::https_http1(connect_timeout))
     })
 }
 

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use super::catch::catching;
-use super::checked::CheckedStream;
 use super::held::HeldShare;
+use super::judged_stream::JudgedStream;
 use crate::forward::{ForwardError, Relay};
 use crate::telemetry::{self, Ending, RequestRecord};
 
@@ -31,7 +31,7 @@ pub(crate) enum BodyError {
 pub(crate) enum Payload {
     Whole(Option<Bytes>),
     Stream(Relay),
-    Checked(Box<CheckedStream>),
+    Checked(Box<JudgedStream>),
 }
 
 pub(crate) struct ResponseBody {

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How one chunk ended, when not with a sound answer.
-enum Failure {
+enum ChunkFailure {
     /// A transport fault.
     Proxy(ProxyError),
     /// The chunk's answer broke a payload invariant; kept for the capture.
@@ -45,7 +45,7 @@ enum Failure {
 }
 
 /// One chunk's checked answer.
-struct Answer {
+struct ChunkReply {
     status: StatusCode,
     part: Part,
     /// The labels of the malformed figures its check found.
@@ -85,17 +85,17 @@ async fn gather(
     endpoint: &'static Endpoint,
     requests: Vec<(http::Request<UpstreamBody>, Bytes)>,
     span: Option<Arc<RequestSpan>>,
-) -> Result<Vec<Answer>, Failure> {
+) -> Result<Vec<ChunkReply>, ChunkFailure> {
     let limit = call.route.max_chunk_concurrency.max(1);
     let total = requests.len();
     let mut pending = requests.into_iter().enumerate();
-    let mut running: JoinSet<Result<Answer, Failure>> = JoinSet::new();
+    let mut running: JoinSet<Result<ChunkReply, ChunkFailure>> = JoinSet::new();
     let mut handles: Vec<Option<AbortHandle>> = (0..total).map(|_| None).collect();
     // Which chunk each task carries, so that a task that ends without its
     // output (a panic) is still placed in input order.
     let mut index_of: HashMap<task::Id, usize> = HashMap::with_capacity(total);
-    let mut answers: Vec<Option<Answer>> = (0..total).map(|_| None).collect();
-    let mut first_failure: Option<(usize, Failure)> = None;
+    let mut answers: Vec<Option<ChunkReply>> = (0..total).map(|_| None).collect();
+    let mut first_failure: Option<(usize, ChunkFailure)> = None;
     loop {
         while first_failure.is_none() && running.len() < limit {
             let Some((index, (request, body))) = pending.next() else {
@@ -127,10 +127,7 @@ async fn gather(
             Err(err) if err.is_cancelled() => continue,
             // A panic in the chunk's task: probity's own fault, placed at
             // that chunk, so an earlier chunk's own failure still wins.
-            Err(err) => (
-                index_of.get(&err.id()).copied(),
-                Err(Failure::Internal(format!("a chunk's task failed: {err}"))),
-            ),
+            Err(err) => (index_of.get(&err.id()).copied(), Err(panicked(&err))),
         };
         // Every task spawned is in the map; were one not, it could only be
         // probity's fault, so it ranks first rather than vanish.
@@ -160,20 +157,25 @@ async fn gather(
     }
 }
 
+/// A chunk's task that ended without its output (it panicked).
+fn panicked(err: &task::JoinError) -> ChunkFailure {
+    ChunkFailure::Internal(format!("a chunk's task failed: {err}"))
+}
+
 /// The request fails with the first chunk's failure, answered like an
 /// unchunked call's.
 fn failed(
     call: &Call<'_>,
-    failure: Failure,
+    failure: ChunkFailure,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     match failure {
-        Failure::Proxy(err) => Err(err),
-        Failure::Internal(what) => {
+        ChunkFailure::Proxy(err) => Err(err),
+        ChunkFailure::Internal(what) => {
             telemetry::internal_error(&call.route.name, &record.request_id, &what);
             Err(ProxyError::Internal { what })
         }
-        Failure::Rejected(violation, parts, body) => {
+        ChunkFailure::Rejected(violation, parts, body) => {
             let findings = Findings {
                 rejected: Some(violation.invariant),
                 ..Findings::default()
@@ -188,7 +190,7 @@ fn failed(
             record.captured = finish(&call.scope(record), &findings, verbatim);
             Err(violation.into())
         }
-        Failure::Upstream(parts, body) => {
+        ChunkFailure::Upstream(parts, body) => {
             record.upstream_status = Some(parts.status);
             Ok(respond(
                 parts,
@@ -196,7 +198,7 @@ fn failed(
                 Payload::Whole(Some(body)),
             ))
         }
-        Failure::UpstreamStream(parts, relay) => {
+        ChunkFailure::UpstreamStream(parts, relay) => {
             record.upstream_status = Some(parts.status);
             Ok(respond(parts, &record.request_id, Payload::Stream(relay)))
         }
@@ -207,7 +209,7 @@ fn failed(
 fn stitched(
     call: &Call<'_>,
     endpoint: &'static Endpoint,
-    answers: Vec<Answer>,
+    answers: Vec<ChunkReply>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let parts: Vec<&Part> = answers.iter().map(|a| &a.part).collect();
@@ -289,16 +291,18 @@ async fn fetch(
     request: http::Request<UpstreamBody>,
     body: Bytes,
     traced: Option<Traced<'_>>,
-) -> Result<Answer, Failure> {
+) -> Result<ChunkReply, ChunkFailure> {
     let (parts, bytes, scanner) =
         match forward::fetch(&route.upstream, request, Reading::Document, traced).await {
-            Err(err) => return Err(Failure::Proxy(err.into())),
+            Err(err) => return Err(ChunkFailure::Proxy(err.into())),
             Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
             // Only a provider's error answer is relayed live.
-            Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
+            Ok(Fetched::Stream(parts, relay)) => {
+                return Err(ChunkFailure::UpstreamStream(parts, relay))
+            }
         };
     if !parts.status.is_success() {
-        return Err(Failure::Upstream(parts, bytes));
+        return Err(ChunkFailure::Upstream(parts, bytes));
     }
     let cache = SchemaCache::new(1);
     let contracts = Contracts {
@@ -314,13 +318,13 @@ async fn fetch(
     };
     let (verdict, scan) = inspect::inspect_keeping(endpoint, &exchange, &contracts, scanner);
     match verdict {
-        Verdict::Reject(violation) => Err(Failure::Rejected(violation, parts, bytes)),
+        Verdict::Reject(violation) => Err(ChunkFailure::Rejected(violation, parts, bytes)),
         verdict => {
             let (malformed, uninspected) = match verdict {
                 Verdict::Checked(checked) => (checked.judgement.malformed, checked.uninspected),
                 _ => (Vec::new(), None),
             };
-            Ok(Answer {
+            Ok(ChunkReply {
                 status: parts.status,
                 part: Part {
                     headers: parts.headers,

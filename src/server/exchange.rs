@@ -10,7 +10,7 @@
 //!    as the request asked;
 //! 4. **judge** (`inspected`): the route's dialect judges it (`inspect`):
 //!    pass, null malformed figures, or reject; a stream event by event as
-//!    it passes (`checked`);
+//!    it passes (`judged_stream`);
 //! 5. **respond** (`respond`): what was found stated in headers, the
 //!    upstream's status and headers (hop-by-hop removed, `x-request-id`
 //!    added) with the body, or an error response;
@@ -118,7 +118,7 @@ pub(super) async fn handle(
 /// choice, made in [`plan`] before anything goes upstream.
 enum Plan<'a> {
     /// A WebSocket upgrade to a Realtime endpoint: tunnelled (`tunnel`).
-    Tunnel(tunnel::Asked<'a>),
+    Tunnel(tunnel::Upgrade<'a>),
     /// An endpoint the dialect does not inspect: streamed through both
     /// ways, never held.
     Passthrough(Incoming),
@@ -154,11 +154,12 @@ async fn exchange(
     shared: &Shared,
     request: Request<Incoming>,
     address: Option<std::net::IpAddr>,
-    (reserved, opened): (&mut Option<Reserved>, &mut Option<tunnel::Pending>),
+    (reserved, opened): (&mut Option<Reserved>, &mut Option<tunnel::ReadyTunnel>),
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
     let (mut parts, body) = request.into_parts();
-    let upgrade = head::check(&parts)?.map(|asked| tunnel::Asked::take(asked, &mut parts, opened));
+    let upgrade =
+        head::check(&parts)?.map(|asked| tunnel::Upgrade::take(asked, &mut parts, opened));
     let peer = parts.extensions.get::<head::Peer>().copied();
     head::clean(&mut parts.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
@@ -205,7 +206,7 @@ async fn plan<'a>(
     parts: &request::Parts,
     path: &str,
     (upgrade, body, address, reserved): (
-        Option<tunnel::Asked<'a>>,
+        Option<tunnel::Upgrade<'a>>,
         Incoming,
         Option<std::net::IpAddr>,
         &mut Option<Reserved>,

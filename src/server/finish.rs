@@ -12,23 +12,11 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use crate::capture::{chosen, Capture, Captures, ChunkAnswer};
 use crate::config::CapturePolicy;
 use crate::telemetry;
-use crate::trace::{Judged, RequestSpan};
+use crate::trace::RequestSpan;
 use probity_judge::inspect::Findings;
 use probity_judge::violation::Invariant;
 
 /// What the request's span shows of the findings.
-fn judged(findings: &Findings) -> Judged<'_> {
-    Judged {
-        outcome: findings.outcome(),
-        tokens: &findings.tokens,
-        pointers: &findings.pointers,
-        invariant: findings.rejected.map(Invariant::as_str),
-        reasons: findings.reasons(),
-        response_model: findings.identity.model.as_deref(),
-        response_id: findings.identity.id.as_deref(),
-    }
-}
-
 /// The upstream response as it came, for the capture store.
 pub(crate) struct Verbatim {
     pub(crate) status: StatusCode,
@@ -78,7 +66,7 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         }
     }
     if let Some(span) = scope.span {
-        span.judged(&judged(findings));
+        span.judged(findings);
     }
     let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
     let normalized = !findings.pointers.is_empty();

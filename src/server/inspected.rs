@@ -1,7 +1,7 @@
 //! An inspected call: the request the route's dialect judges the answer
 //! of, its upstream request, and the judge phase of its answer, read whole
 //! (`whole`) or judged event by event as it passes (`streamed`, through
-//! `checked`). A batch too large for the provider is sent by `chunks`.
+//! `judged_stream`). A batch too large for the provider is sent by `chunks`.
 
 use std::sync::Arc;
 
@@ -10,8 +10,8 @@ use http::header::{HeaderValue, CONTENT_LENGTH};
 use http::{request, response, Request, Response};
 
 use super::body::Payload;
-use super::checked::{CheckedStream, StreamContext};
 use super::finish::{finish, Scope, Verbatim};
+use super::judged_stream::{JudgedStream, StreamContext};
 use super::respond::{announce, cannot_build, respond};
 use super::Shared;
 use crate::error::ProxyError;
@@ -211,7 +211,7 @@ impl<'a> Call<'a> {
                 // longer holds: it goes out chunked (close-delimited to an
                 // HTTP/1.0 client), never cut short by a stale length.
                 upstream.headers.remove(CONTENT_LENGTH);
-                Payload::Checked(Box::new(CheckedStream::new(relay, judge, context)))
+                Payload::Checked(Box::new(JudgedStream::new(relay, judge, context)))
             }
         };
         respond(upstream, &record.request_id, payload)

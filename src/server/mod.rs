@@ -8,7 +8,6 @@
 
 mod body;
 mod catch;
-mod checked;
 mod chunks;
 mod descriptors;
 mod exchange;
@@ -16,12 +15,13 @@ mod finish;
 mod head;
 mod held;
 mod inspected;
+mod judged_stream;
 mod memory;
 mod reload;
 mod respond;
 mod tunnel;
 
-pub use reload::Source;
+pub use reload::ConfigSource;
 use reload::{Reloader, Routes};
 
 use std::future::Future;
@@ -119,12 +119,12 @@ impl Probity {
         config: &Config,
         routes: RouteTable,
         metrics: PrometheusHandle,
-        source: Source,
+        source: ConfigSource,
     ) -> Result<Self, StartError> {
         let server = &config.server;
         // Before anything connects out: a proxy probity cannot use must
         // stop it, not let it go direct where only the proxy gets out.
-        let egress = crate::connect::proxies(|var| std::env::var(var).ok())
+        let egress = crate::connector::proxies(|var| std::env::var(var).ok())
             .map_err(|problem| StartError::Egress(problem.to_string()))?;
         if let Some(proxies) = egress {
             tracing::info!(

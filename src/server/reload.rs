@@ -41,12 +41,12 @@ impl Routes {
 
 /// Reads the configuration again and builds its route table: what `main`
 /// knows (the file, the environment), handed to the server.
-pub type Source = Box<dyn Fn() -> Result<(Config, RouteTable), Problems> + Send + Sync>;
+pub type ConfigSource = Box<dyn Fn() -> Result<(Config, RouteTable), Problems> + Send + Sync>;
 
 /// What a reload needs: where the configuration comes from, and the
 /// listeners it started with.
 pub(crate) struct Reloader {
-    pub(crate) source: Source,
+    pub(crate) source: ConfigSource,
     pub(crate) listen: String,
     pub(crate) admin_listen: String,
 }

@@ -41,7 +41,7 @@ use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ForwardError, Handshake, UpstreamBody};
 use crate::route::Route;
 use crate::telemetry::{self, Ending, RequestRecord};
-use probity_judge::inspect::realtime::{self, Kind};
+use probity_judge::inspect::realtime::{self, EventKind};
 
 /// How long a side has to answer a close frame before its connection is
 /// dropped.
@@ -53,7 +53,7 @@ const KEY_PROTOCOL: &str = "openai-insecure-api-key.";
 
 /// A tunnel whose handshakes are done, waiting for the client's 101 to go
 /// out before it relays.
-pub(super) struct Pending {
+pub(super) struct ReadyTunnel {
     client: OnUpgrade,
     upstream: Upgraded,
     route: Arc<Route>,
@@ -127,17 +127,17 @@ impl Drop for Open {
 /// An upgrade a request asks for: its protocol, the client's side of the
 /// switch (taken from the request before it is routed), and where the
 /// tunnel to run is left for the handler.
-pub(super) struct Asked<'a> {
+pub(super) struct Upgrade<'a> {
     protocol: String,
     on_upgrade: Option<OnUpgrade>,
-    opened: &'a mut Option<Pending>,
+    opened: &'a mut Option<ReadyTunnel>,
 }
 
-impl<'a> Asked<'a> {
+impl<'a> Upgrade<'a> {
     pub(super) fn take(
         protocol: String,
         client: &mut request::Parts,
-        opened: &'a mut Option<Pending>,
+        opened: &'a mut Option<ReadyTunnel>,
     ) -> Self {
         Self {
             protocol,
@@ -155,10 +155,10 @@ pub(super) async fn open(
     route: &Arc<Route>,
     client: &request::Parts,
     rest: &str,
-    asked: Asked<'_>,
+    asked: Upgrade<'_>,
     record: &mut RequestRecord,
 ) -> Result<Response<Payload>, ProxyError> {
-    let Asked {
+    let Upgrade {
         protocol,
         on_upgrade,
         opened,
@@ -219,7 +219,7 @@ pub(super) async fn open(
     if let Some(chosen) = chosen {
         headers.insert(SEC_WEBSOCKET_PROTOCOL, chosen);
     }
-    *opened = Some(Pending {
+    *opened = Some(ReadyTunnel {
         client: on_upgrade,
         upstream: io,
         route: route.clone(),
@@ -290,7 +290,7 @@ fn strip_key_protocol(headers: &mut http::HeaderMap) {
     }
 }
 
-impl Pending {
+impl ReadyTunnel {
     /// Relays the session once the client's connection has switched, and
     /// ends the request when it ends.
     pub(super) async fn run(self, record: RequestRecord, tunnels: Arc<Tunnels>) {
@@ -305,7 +305,7 @@ impl Pending {
         let config = WebSocketConfig::default()
             .max_message_size(Some(limit))
             .max_frame_size(Some(limit));
-        let mut relay = Relay {
+        let mut relay = TunnelEnds {
             client: WebSocketStream::from_raw_socket(
                 TokioIo::new(client),
                 Role::Server,
@@ -339,7 +339,7 @@ const SHUTTING_DOWN: &str = "probity is shutting down";
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
 /// Both sides of an open tunnel.
-struct Relay<'r> {
+struct TunnelEnds<'r> {
     client: Socket,
     upstream: Socket,
     route: Arc<Route>,
@@ -354,7 +354,7 @@ enum Step {
     Ended(Ending),
 }
 
-impl Relay<'_> {
+impl TunnelEnds<'_> {
     async fn run(&mut self, closing: &mut watch::Receiver<bool>) -> Ending {
         loop {
             let step = tokio::select! {
@@ -476,8 +476,8 @@ impl Relay<'_> {
         let frame = realtime::judge_server_text(text.as_bytes());
         let route = &self.route.name;
         match frame.kind {
-            Kind::Error => telemetry::realtime_error(route, &self.record.request_id),
-            Kind::ResponseDone => {
+            EventKind::Error => telemetry::realtime_error(route, &self.record.request_id),
+            EventKind::ResponseDone => {
                 telemetry::tokens(route, &frame.judgement.tokens);
                 if !frame.judgement.malformed.is_empty() {
                     telemetry::figures_normalized(
@@ -487,7 +487,7 @@ impl Relay<'_> {
                     );
                 }
             }
-            Kind::Other => {}
+            EventKind::Other => {}
         }
         match frame.rewritten.map(String::from_utf8) {
             Some(Ok(rewritten)) => rewritten.into(),

@@ -112,7 +112,7 @@ pub(crate) fn start(config: &TelemetryConfig) -> Result<Queue, ExportError> {
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_timeout(timeout)
-        .with_http_client(Collector::new(timeout));
+        .with_http_client(OtlpCollector::new(timeout));
     if let Some(endpoint) = endpoint(config) {
         builder = builder.with_endpoint(endpoint);
     }
@@ -197,14 +197,14 @@ fn export_failed(reason: &'static str, count: u64, why: &str) {
 /// The exporter's HTTP client: hyper, as toward the providers, with the
 /// web PKI roots for an `https://` collector (Langfuse, Grafana Cloud).
 #[derive(Debug, Clone)]
-struct Collector {
-    client: Client<crate::connect::Connector, Full<Bytes>>,
+struct OtlpCollector {
+    client: Client<crate::connector::Connector, Full<Bytes>>,
     timeout: Duration,
 }
 
-impl Collector {
+impl OtlpCollector {
     fn new(timeout: Duration) -> Self {
-        let https = crate::connect::https(timeout);
+        let https = crate::connector::https(timeout);
         let client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
@@ -215,7 +215,7 @@ impl Collector {
 }
 
 #[async_trait::async_trait]
-impl HttpClient for Collector {
+impl HttpClient for OtlpCollector {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let request = request.map(Full::new);
         let response = tokio::time::timeout(self.timeout, self.client.request(request))

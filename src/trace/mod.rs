@@ -27,7 +27,8 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SpanData, SpanEve
 pub(crate) use export::{describe, ExportError};
 
 use crate::config::TelemetryConfig;
-use probity_judge::outcome::Outcome;
+use probity_judge::inspect::Findings;
+use probity_judge::violation::Invariant;
 
 /// Makes request spans and sends them to the export queue.
 #[derive(Debug)]
@@ -113,12 +114,12 @@ struct State {
     server_address: Option<String>,
     /// `error.type`, when the request ended in an error.
     error: Option<&'static str>,
-    calls: Vec<Call>,
+    calls: Vec<CallSpan>,
 }
 
 /// One upstream call of the request.
 #[derive(Debug)]
-struct Call {
+struct CallSpan {
     span_id: SpanId,
     method: Method,
     start: SystemTime,
@@ -138,18 +139,6 @@ pub(crate) struct Routed<'a> {
     pub(crate) provider: &'static str,
     pub(crate) server_address: &'a str,
     pub(crate) server_port: Option<u16>,
-}
-
-/// What inspection concluded, as the span shows it: only well-formed
-/// figures, and only what was judged.
-pub(crate) struct Judged<'a> {
-    pub(crate) outcome: Outcome,
-    pub(crate) tokens: &'a [(&'static str, u64)],
-    pub(crate) pointers: &'a [String],
-    pub(crate) invariant: Option<&'static str>,
-    pub(crate) reasons: &'a [probity_judge::contract::Reason],
-    pub(crate) response_model: Option<&'a str>,
-    pub(crate) response_id: Option<&'a str>,
 }
 
 impl RequestSpan {
@@ -237,7 +226,7 @@ impl RequestSpan {
             attributes.push(KeyValue::new("probity.chunk", index as i64));
         }
         self.with_state(|s| {
-            s.calls.push(Call {
+            s.calls.push(CallSpan {
                 span_id,
                 method: method.clone(),
                 start: SystemTime::now(),
@@ -274,7 +263,7 @@ impl RequestSpan {
         });
     }
 
-    fn with_call(&self, id: CallId, change: impl FnOnce(&mut Call)) {
+    fn with_call(&self, id: CallId, change: impl FnOnce(&mut CallSpan)) {
         self.with_state(|state| {
             if let Some(call) = state.calls.iter_mut().find(|c| c.span_id == id.0) {
                 change(call);
@@ -283,11 +272,14 @@ impl RequestSpan {
     }
 
     /// What inspection concluded (from the one finishing path).
-    pub(crate) fn judged(&self, judged: &Judged<'_>) {
+    pub(crate) fn judged(&self, findings: &Findings) {
         self.with_state(|state| {
             let a = &mut state.attributes;
-            a.push(KeyValue::new("probity.outcome", judged.outcome.as_str()));
-            for (kind, count) in judged.tokens {
+            a.push(KeyValue::new(
+                "probity.outcome",
+                findings.outcome().as_str(),
+            ));
+            for (kind, count) in &findings.tokens {
                 let key = match *kind {
                     "input" => "gen_ai.usage.input_tokens",
                     "output" => "gen_ai.usage.output_tokens",
@@ -297,25 +289,25 @@ impl RequestSpan {
                     a.push(KeyValue::new(key, count));
                 }
             }
-            if !judged.pointers.is_empty() {
+            if !findings.pointers.is_empty() {
                 a.push(KeyValue::new(
                     "probity.normalized",
-                    strings(judged.pointers.iter().map(String::as_str)),
+                    strings(findings.pointers.iter().map(String::as_str)),
                 ));
             }
-            if let Some(invariant) = judged.invariant {
+            if let Some(invariant) = findings.rejected.map(Invariant::as_str) {
                 a.push(KeyValue::new("probity.invariant", invariant));
             }
-            if !judged.reasons.is_empty() {
+            if !findings.reasons().is_empty() {
                 a.push(KeyValue::new(
                     "probity.output.reasons",
-                    strings(judged.reasons.iter().map(|r| r.as_str())),
+                    strings(findings.reasons().iter().map(|r| r.as_str())),
                 ));
             }
-            if let Some(model) = judged.response_model {
+            if let Some(model) = findings.identity.model.as_deref() {
                 a.push(KeyValue::new("gen_ai.response.model", model.to_string()));
             }
-            if let Some(id) = judged.response_id {
+            if let Some(id) = findings.identity.id.as_deref() {
                 a.push(KeyValue::new("gen_ai.response.id", id.to_string()));
             }
         });

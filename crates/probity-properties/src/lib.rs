@@ -56,7 +56,7 @@ fn endpoint_of(header: &[u8]) -> Option<(&'static dyn Dialect, &'static Endpoint
 
 /// Which inspector target an endpoint belongs to, by its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum Target {
     Embeddings,
     Rerank,
     /// Every other inspected endpoint: chat, completions, messages,
@@ -64,14 +64,14 @@ enum Kind {
     Chat,
 }
 
-fn kind(path: &str) -> Kind {
+fn kind(path: &str) -> Target {
     let path = path.to_ascii_lowercase();
     if path.contains("rerank") {
-        Kind::Rerank
+        Target::Rerank
     } else if path.contains("embed") {
-        Kind::Embeddings
+        Target::Embeddings
     } else {
-        Kind::Chat
+        Target::Chat
     }
 }
 
@@ -80,9 +80,9 @@ fn kind(path: &str) -> Kind {
 pub fn inspector(header: &str) -> Option<&'static str> {
     let (_, _, path) = endpoint_of(header.as_bytes())?;
     Some(match kind(path) {
-        Kind::Embeddings => "embeddings",
-        Kind::Rerank => "rerank",
-        Kind::Chat => "chat",
+        Target::Embeddings => "embeddings",
+        Target::Rerank => "rerank",
+        Target::Chat => "chat",
     })
 }
 
@@ -134,7 +134,7 @@ fn check_rewrite(input: &[u8], checked: &Checked) -> Result<(), String> {
         .map_err(|e| format!("the rewritten body is not JSON ({e})"))
 }
 
-fn whole_body(input: &[u8], wanted: Kind) -> Result<(), String> {
+fn whole_body(input: &[u8], wanted: Target) -> Result<(), String> {
     let parts = unpack(input);
     let [header, request, response, ..] = parts.as_slice() else {
         return Ok(());
@@ -163,18 +163,18 @@ fn whole_body(input: &[u8], wanted: Kind) -> Result<(), String> {
 
 /// Embeddings inspectors: `<dialect> <path>`, request, response.
 pub fn embeddings(input: &[u8]) -> Result<(), String> {
-    whole_body(input, Kind::Embeddings)
+    whole_body(input, Target::Embeddings)
 }
 
 /// Rerank inspectors: `<dialect> <path>`, request, response.
 pub fn rerank(input: &[u8]) -> Result<(), String> {
-    whole_body(input, Kind::Rerank)
+    whole_body(input, Target::Rerank)
 }
 
 /// Chat (and completions, messages, generate) inspectors: `<dialect>
 /// <path>`, request, response.
 pub fn chat(input: &[u8]) -> Result<(), String> {
-    whole_body(input, Kind::Chat)
+    whole_body(input, Target::Chat)
 }
 
 /// The body's bytes in pieces: each byte of `cuts` is the length of the

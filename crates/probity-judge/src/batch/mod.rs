@@ -206,9 +206,9 @@ fn stitch_vectors(docs: &[Doc<'_>], vectors: &Vectors) -> Result<String, Violati
 }
 
 /// The shape every chunk's vectors must share: base64 or not, and dimension.
-struct Shape(Option<(bool, usize)>);
+struct VectorShape(Option<(bool, usize)>);
 
-impl Shape {
+impl VectorShape {
     fn agree(&mut self, label: &str, vector: Json<'_>) -> Result<(), Violation> {
         let found = match vector.kind() {
             Kind::String => (
@@ -234,7 +234,7 @@ impl Shape {
 
 /// A list of bare vectors (Ollama's `embeddings`, TEI's body, Cohere v1).
 fn stitch_plain(docs: &[Doc<'_>], list: &str) -> Result<String, Violation> {
-    let mut shape = Shape(None);
+    let mut shape = VectorShape(None);
     let mut vectors = Vec::new();
     for (c, doc) in docs.iter().enumerate() {
         for vector in member(doc, list)
@@ -256,7 +256,7 @@ fn stitch_items(
     vector: &str,
     index: Option<&str>,
 ) -> Result<String, Violation> {
-    let mut shape = Shape(None);
+    let mut shape = VectorShape(None);
     let mut items = Vec::new();
     let mut offset = 0;
     for (c, doc) in docs.iter().enumerate() {

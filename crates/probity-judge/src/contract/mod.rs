@@ -29,7 +29,7 @@ pub use config::{CitationsConfig, ContractConfig, OnInvalid, DEFAULT_DEGRADED};
 pub(crate) use schema::Compiled;
 pub use schema::SchemaCache;
 pub(crate) use tools::{
-    declared_functions, function, name_of, Arguments, Call, Declared, StreamedCalls,
+    declared_functions, function, name_of, Arguments, Declared, StreamedCalls, ToolCall,
 };
 pub(crate) use tools::{ToolSpec, Tools};
 
@@ -344,7 +344,7 @@ impl Contract {
     /// How many of `calls` are judged as calls (the forced tool's are the
     /// answer), and whether an answer without content beside them is no
     /// answer at all (the calls are).
-    fn calls_judged(&self, calls: &[Call]) -> (usize, bool) {
+    fn calls_judged(&self, calls: &[ToolCall]) -> (usize, bool) {
         let Some(tools) = &self.tools else {
             return (0, false);
         };
@@ -366,7 +366,11 @@ impl Contract {
     /// Judges every answer and every tool call; the one verdict gathers
     /// all their reasons. `None`: nothing to judge (tools were declared,
     /// none was called, and no contract asks about the answer).
-    pub(crate) fn judge(&self, answers: &[Answer<'_>], calls: &[Call]) -> Option<OutputVerdict> {
+    pub(crate) fn judge(
+        &self,
+        answers: &[Answer<'_>],
+        calls: &[ToolCall],
+    ) -> Option<OutputVerdict> {
         let (judged, beside_calls) = self.calls_judged(calls);
         if !self.answer && judged == 0 {
             return None;
@@ -396,7 +400,7 @@ impl Contract {
     pub(crate) fn judge_streamed(
         &self,
         answer: Option<&StreamedAnswer>,
-        calls: &[Call],
+        calls: &[ToolCall],
     ) -> Option<OutputVerdict> {
         let (judged, beside_calls) = self.calls_judged(calls);
         if !self.answer && judged == 0 {

@@ -26,7 +26,7 @@ pub(crate) struct ToolSpec {
     /// The declared tools; `None` when the request declares none.
     pub(crate) declared: fn(&Object<'_>) -> Option<Declared>,
     /// Every tool call of a whole response.
-    pub(crate) calls: fn(&Object<'_>) -> Vec<Call>,
+    pub(crate) calls: fn(&Object<'_>) -> Vec<ToolCall>,
 }
 
 /// The tools a request declares: each name with its JSON Schema, if any.
@@ -40,7 +40,7 @@ pub(crate) struct Declared {
 
 /// One tool call, as the dialect found it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Call {
+pub(crate) struct ToolCall {
     /// The tool's name; `None` when the call names none (or not as a string).
     pub(crate) name: Option<String>,
     pub(crate) arguments: Arguments,
@@ -87,7 +87,7 @@ impl Tools {
     }
 
     /// The calls judged here: the forced tool's are the answer.
-    pub(crate) fn judged<'c>(&self, calls: &'c [Call]) -> Vec<&'c Call> {
+    pub(crate) fn judged<'c>(&self, calls: &'c [ToolCall]) -> Vec<&'c ToolCall> {
         calls
             .iter()
             .filter(|c| self.forced.is_none() || c.name != self.forced)
@@ -95,7 +95,7 @@ impl Tools {
     }
 
     /// Every call's reasons, into the response's one verdict.
-    pub(crate) fn judge(&self, calls: &[Call], verdict: &mut OutputVerdict) {
+    pub(crate) fn judge(&self, calls: &[ToolCall], verdict: &mut OutputVerdict) {
         for (i, call) in self.judged(calls).into_iter().enumerate() {
             let mut found = Vec::new();
             self.judge_one(call, &mut found);
@@ -109,7 +109,7 @@ impl Tools {
         }
     }
 
-    fn judge_one(&self, call: &Call, found: &mut Vec<(Reason, String)>) {
+    fn judge_one(&self, call: &ToolCall, found: &mut Vec<(Reason, String)>) {
         let tool = call
             .name
             .as_ref()
@@ -209,17 +209,17 @@ impl StreamedCalls {
     }
 
     /// A call that came whole.
-    pub(crate) fn whole(&mut self, call: Call) {
+    pub(crate) fn whole(&mut self, call: ToolCall) {
         let key = u64::MAX - self.calls.len() as u64;
         self.calls
             .push((key, call.name, Fragments::Whole(call.arguments)));
     }
 
     /// The calls so far, in the order they started.
-    pub(crate) fn calls(&self) -> Vec<Call> {
+    pub(crate) fn calls(&self) -> Vec<ToolCall> {
         self.calls
             .iter()
-            .map(|(_, name, fragments)| Call {
+            .map(|(_, name, fragments)| ToolCall {
                 name: name.clone(),
                 arguments: match fragments {
                     Fragments::Whole(arguments) => arguments.clone(),
@@ -292,7 +292,7 @@ mod tests {
 
     fn reasons(name: &str, arguments: Arguments) -> Vec<Reason> {
         let mut verdict = OutputVerdict::default();
-        let call = Call {
+        let call = ToolCall {
             name: Some(name.into()),
             arguments,
         };
@@ -343,7 +343,7 @@ mod tests {
         calls.append(7, "not a call's");
         calls.start(1, Some("other".into()), None);
         calls.append(1, r#": "Paris"}"#);
-        calls.whole(Call {
+        calls.whole(ToolCall {
             name: None,
             arguments: Arguments::Absent,
         });

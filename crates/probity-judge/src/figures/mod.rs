@@ -147,7 +147,7 @@ impl Judgement {
     }
 }
 
-enum Reading {
+enum FigureValue {
     /// Absent or `null`: not reported.
     Absent,
     Sound(Option<u64>),
@@ -156,7 +156,7 @@ enum Reading {
 
 /// One concrete figure of a body: a table entry, or one member under a
 /// wildcard entry.
-struct Entry<'a, 't, 'o> {
+struct FigureEntry<'a, 't, 'o> {
     figure: &'t Figure,
     /// Under a wildcard, the member's key when it reads exactly; the
     /// concrete pointer is written only for a figure that is reported.
@@ -165,7 +165,7 @@ struct Entry<'a, 't, 'o> {
     value: Option<Json<'a>>,
 }
 
-impl Entry<'_, '_, '_> {
+impl FigureEntry<'_, '_, '_> {
     /// The concrete pointer, for the `probity-normalized` list. A key
     /// holding a lone surrogate escape has no exact pointer in UTF-8: it
     /// is listed as the wildcard itself.
@@ -199,10 +199,10 @@ pub(crate) fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgeme
     let records = records(root, table, body);
     let entries = entries(root, table, &records);
     // Every figure on its own.
-    let readings: Vec<Reading> = entries
+    let readings: Vec<FigureValue> = entries
         .iter()
         .map(|entry| match entry.value {
-            None => Reading::Absent,
+            None => FigureValue::Absent,
             Some(value) => read(entry.figure.domain, value, body),
         })
         .collect();
@@ -246,7 +246,7 @@ fn entries<'a, 't, 'o>(
     root: &'o Object<'a>,
     table: &'t [Figure],
     records: &'o [(&'static str, Record<'a>)],
-) -> Vec<Entry<'a, 't, 'o>> {
+) -> Vec<FigureEntry<'a, 't, 'o>> {
     let mut entries = Vec::with_capacity(table.len());
     for figure in table.iter().filter(|f| f.domain != Domain::Required) {
         let record = figure.record();
@@ -260,7 +260,7 @@ fn entries<'a, 't, 'o>(
         };
         if figure.key() != "*" {
             let value = object.and_then(|o| o.present(figure.key()));
-            entries.push(Entry {
+            entries.push(FigureEntry {
                 figure,
                 member: None,
                 value,
@@ -276,7 +276,7 @@ fn entries<'a, 't, 'o>(
             if nested_record(table, record, key) {
                 continue;
             }
-            entries.push(Entry {
+            entries.push(FigureEntry {
                 figure,
                 member: exact.then_some(key),
                 value: Some(value).filter(|v| !v.is_null()),
@@ -315,8 +315,8 @@ fn under(pointer: &str, record: &str) -> bool {
 fn collapsed(
     table: &[Figure],
     records: &[(&'static str, Record<'_>)],
-    entries: &[Entry<'_, '_, '_>],
-    readings: &[Reading],
+    entries: &[FigureEntry<'_, '_, '_>],
+    readings: &[FigureValue],
 ) -> Vec<(&'static str, Range<usize>)> {
     let mut collapsed = Vec::new();
     for (pointer, record) in records {
@@ -330,8 +330,8 @@ fn collapsed(
         let mut kept = false;
         for (reading, entry) in readings.iter().zip(entries) {
             if entry.under(pointer) {
-                lost |= matches!(reading, Reading::Malformed(_));
-                kept |= matches!(reading, Reading::Sound(_));
+                lost |= matches!(reading, FigureValue::Malformed(_));
+                kept |= matches!(reading, FigureValue::Sound(_));
             }
         }
         if lost && !kept {
@@ -345,15 +345,15 @@ fn collapsed(
 /// each nulled unless an outer record is nulled whole.
 fn report(
     records: &[(&'static str, Record<'_>)],
-    entries: &[Entry<'_, '_, '_>],
-    readings: &[Reading],
+    entries: &[FigureEntry<'_, '_, '_>],
+    readings: &[FigureValue],
     collapsed: &[(&'static str, Range<usize>)],
 ) -> Judgement {
     let mut judgement = Judgement::default();
     let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
     for (reading, entry) in readings.iter().zip(entries) {
         match reading {
-            Reading::Malformed(span) => {
+            FigureValue::Malformed(span) => {
                 // Inexact keys share the wildcard's pointer: listed once.
                 let pointer = entry.pointer();
                 let listed = matches!(pointer, Cow::Borrowed(p) if p.ends_with("/*"))
@@ -366,12 +366,12 @@ fn report(
                     judgement.nulls.push(span.clone());
                 }
             }
-            Reading::Sound(Some(n)) => {
+            FigureValue::Sound(Some(n)) => {
                 if let Some(kind) = entry.figure.tokens {
                     judgement.tokens.push((kind, *n));
                 }
             }
-            Reading::Sound(None) | Reading::Absent => {}
+            FigureValue::Sound(None) | FigureValue::Absent => {}
         }
     }
     for (pointer, record) in records {
@@ -450,7 +450,7 @@ pub(crate) fn judge_headers(
     }
 }
 
-fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
+fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> FigureValue {
     let sound = match domain {
         Domain::Count => value.count().map(Some),
         Domain::Number => value
@@ -464,8 +464,8 @@ fn read(domain: Domain, value: Json<'_>, body: &[u8]) -> Reading {
         Domain::Required => Some(None),
     };
     match sound {
-        Some(n) => Reading::Sound(n),
-        None => Reading::Malformed(value.span(body)),
+        Some(n) => FigureValue::Sound(n),
+        None => FigureValue::Malformed(value.span(body)),
     }
 }
 

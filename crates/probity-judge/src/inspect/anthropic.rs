@@ -3,7 +3,7 @@
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
-use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
+use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault};
@@ -88,7 +88,7 @@ fn declared_tools(request: &Object<'_>) -> Option<Declared> {
 }
 
 /// Every `tool_use` block: its `name` and `input`.
-fn message_calls(response: &Object<'_>) -> Vec<Call> {
+fn message_calls(response: &Object<'_>) -> Vec<ToolCall> {
     let blocks = response
         .present("content")
         .and_then(|c| c.objects())
@@ -97,7 +97,7 @@ fn message_calls(response: &Object<'_>) -> Vec<Call> {
         .iter()
         .flatten()
         .filter(|b| b.get("type").and_then(|t| t.string()).as_deref() == Some("tool_use"))
-        .map(|b| Call {
+        .map(|b| ToolCall {
             name: contract::name_of(b),
             arguments: b
                 .present("input")

@@ -9,7 +9,7 @@
 
 use super::stream::{Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
-use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
+use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault};
@@ -261,12 +261,12 @@ fn forced_tool_schema(request: &Object<'_>) -> Requested {
 }
 
 /// Every `toolUse` block: its `name` and `input`.
-fn converse_calls(response: &Object<'_>) -> Vec<Call> {
+fn converse_calls(response: &Object<'_>) -> Vec<ToolCall> {
     blocks(response)
         .iter()
         .flatten()
         .filter_map(|b| b.present("toolUse")?.object())
-        .map(|tool| Call {
+        .map(|tool| ToolCall {
             name: contract::name_of(&tool),
             arguments: tool
                 .present("input")

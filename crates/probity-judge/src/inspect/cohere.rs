@@ -5,7 +5,7 @@
 use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::Figure;
-use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
+use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
 use crate::violation::Invariant;
 
@@ -175,7 +175,7 @@ pub(super) fn embed(request: &Object<'_>, response: &Response<'_>, v1: bool) -> 
 /// `results` point at distinct documents; v1 echoes `document: {text}` when
 /// `return_documents` is set (it defaults to false).
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let expect = invariants::document_ranking(request, "top_n", false, Document::Object)?;
+    let expect = invariants::document_ranking(request, "top_n", false, EchoedDocument::Object)?;
     invariants::ranking("results", response.object()?.get("results"), expect)?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
-use crate::contract::{self, Answer, Arguments, Call, Declared, OutputSpec, Requested};
+use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault, Form, REQUEST_SHAPE};
@@ -103,14 +103,14 @@ const STREAM_GENERATE: Endpoint = Endpoint {
         framing: Framing::Sse,
         comments: false,
         start: |request| {
-            Ok(Box::new(Chunks {
+            Ok(Box::new(GenerateEvents {
                 candidates: Some(candidate_count(request)?),
                 answer: StreamedAnswer::default(),
                 calls: declared_functions(request).map(|_| StreamedCalls::default()),
             }))
         },
         unread: || {
-            Box::new(Chunks {
+            Box::new(GenerateEvents {
                 candidates: None,
                 answer: StreamedAnswer::default(),
                 calls: None,
@@ -190,7 +190,7 @@ fn declared_functions(request: &Object<'_>) -> Option<Declared> {
 
 /// A candidate's `functionCall` parts: `name` and `args` (an object;
 /// absent for a function without parameters).
-fn function_calls(candidate: &Object<'_>, calls: &mut Vec<Call>) {
+fn function_calls(candidate: &Object<'_>, calls: &mut Vec<ToolCall>) {
     let parts = candidate
         .present("content")
         .and_then(|c| c.object())
@@ -201,7 +201,7 @@ fn function_calls(candidate: &Object<'_>, calls: &mut Vec<Call>) {
         .flatten()
         .filter_map(|p| p.present("functionCall")?.object())
     {
-        calls.push(Call {
+        calls.push(ToolCall {
             name: contract::name_of(&call),
             arguments: Arguments::Json(
                 call.present("args")
@@ -569,7 +569,7 @@ fn streamed_document(request: &Object<'_>, response: &Response<'_>) -> Result<()
 /// chunk (Google writes each on one line); blank lines, comments and other
 /// fields pass. A line the framing hands over may still hold several SSE
 /// lines ended by a lone `\r`: each is read.
-struct Chunks {
+struct GenerateEvents {
     /// The candidates asked for; `None` when the request could not be read.
     candidates: Option<usize>,
     /// The first candidate's text, gathered from its chunks.
@@ -578,7 +578,7 @@ struct Chunks {
     calls: Option<StreamedCalls>,
 }
 
-impl EventCheck for Chunks {
+impl EventCheck for GenerateEvents {
     fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing); // a keep-alive
@@ -916,7 +916,7 @@ mod tests {
 
     #[test]
     fn the_error_event_is_googles_shape_with_probitys_fields() {
-        let check = Chunks {
+        let check = GenerateEvents {
             candidates: Some(1),
             answer: StreamedAnswer::default(),
             calls: None,

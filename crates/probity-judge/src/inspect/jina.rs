@@ -4,7 +4,7 @@
 use super::hosted::{self, Hosted};
 use super::{Endpoint, Response};
 use crate::figures::Figure;
-use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
+use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
 
 /// `usage` is required in Jina's API schema.
@@ -43,7 +43,7 @@ fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault
 }
 
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let expect = invariants::document_ranking(request, "top_n", true, Document::Object)?;
+    let expect = invariants::document_ranking(request, "top_n", true, EchoedDocument::Object)?;
     invariants::ranking("results", response.object()?.get("results"), expect)?;
     Ok(())
 }

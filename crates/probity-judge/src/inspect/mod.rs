@@ -683,7 +683,7 @@ fn judge(
 fn judge_output(
     contract: Contract,
     answers: &[contract::Answer<'_>],
-    calls: &[contract::Call],
+    calls: &[contract::ToolCall],
     body: &[u8],
     replacements: &mut Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)>,
 ) -> Option<Output> {
@@ -731,7 +731,7 @@ fn contract<'a>(
     request: &Object<'_>,
     response: &Object<'a>,
     contracts: &Contracts<'_>,
-) -> Option<(Contract, Vec<contract::Answer<'a>>, Vec<contract::Call>)> {
+) -> Option<(Contract, Vec<contract::Answer<'a>>, Vec<contract::ToolCall>)> {
     let contract = Contract::resolve_with_tools(
         (spec.requested)(request),
         spec.tools.as_ref().and_then(|t| (t.declared)(request)),

@@ -5,7 +5,7 @@
 use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
-use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Expect, Fault, Form};
@@ -97,7 +97,7 @@ const CHAT_OUTPUT: OutputSpec = OutputSpec {
 /// `message.tool_calls[].function`: its `name` and `arguments`, an object
 /// on the wire (anything else is the payload's fault: the ollama SDKs
 /// type it as a mapping).
-fn message_calls(response: &Object<'_>) -> Result<Vec<Call>, Violation> {
+fn message_calls(response: &Object<'_>) -> Result<Vec<ToolCall>, Violation> {
     let list = response
         .present("message")
         .and_then(|m| m.object())
@@ -126,7 +126,7 @@ fn message_calls(response: &Object<'_>) -> Result<Vec<Call>, Violation> {
             }
             None => Arguments::Absent,
         };
-        calls.push(Call {
+        calls.push(ToolCall {
             name: contract::name_of(&function),
             arguments,
         });

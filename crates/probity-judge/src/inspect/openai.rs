@@ -6,10 +6,10 @@
 use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{Dialect, Endpoint, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
-use crate::contract::{self, Answer, Arguments, Call, OutputSpec, Requested, StreamedAnswer};
+use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
-use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
+use crate::invariants::{self, Echo, EchoedDocument, Expect, Fault, Form, Ranking};
 use crate::json::{Kind, Object};
 use crate::violation::{Invariant, Violation};
 
@@ -59,9 +59,12 @@ pub(super) const CHAT: Endpoint = Endpoint {
         comments: true,
         start: |request| {
             let tools = contract::declared_functions(request).is_some();
-            Ok(Box::new(Chunks::new(choices_of(request, false)?, tools)))
+            Ok(Box::new(ChatEvents::new(
+                choices_of(request, false)?,
+                tools,
+            )))
         },
-        unread: || Box::new(Chunks::new(usize::MAX, false)),
+        unread: || Box::new(ChatEvents::new(usize::MAX, false)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -90,8 +93,8 @@ const COMPLETIONS: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |request| Ok(Box::new(Chunks::new(choices_of(request, true)?, false))),
-        unread: || Box::new(Chunks::new(usize::MAX, false)),
+        start: |request| Ok(Box::new(ChatEvents::new(choices_of(request, true)?, false))),
+        unread: || Box::new(ChatEvents::new(usize::MAX, false)),
     }),
     output: None,
     batch: None,
@@ -226,7 +229,7 @@ fn choice_answers<'a>(_request: &Object<'_>, response: &Object<'a>) -> Vec<Answe
 
 /// Every function call of every choice: `message.tool_calls[].function`,
 /// its `arguments` a JSON string (its type is the payload's invariant).
-fn choice_calls(response: &Object<'_>) -> Vec<Call> {
+fn choice_calls(response: &Object<'_>) -> Vec<ToolCall> {
     let choices = response
         .present("choices")
         .and_then(|c| c.objects())
@@ -247,7 +250,7 @@ fn choice_calls(response: &Object<'_>) -> Vec<Call> {
                 .as_ref()
                 .and_then(|f| f.present("arguments"))
                 .and_then(|a| a.string());
-            calls.push(Call {
+            calls.push(ToolCall {
                 name: function.as_ref().and_then(contract::name_of),
                 arguments: arguments.map_or(Arguments::Absent, |a| Arguments::Text(a.into_owned())),
             });
@@ -321,7 +324,7 @@ fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
 /// Each chunk is judged on its own with the same figure table (usage may
 /// ride on any chunk: the `include_usage` chunk, llama.cpp's and Gemini's
 /// last content chunk, vLLM's running usage on every chunk).
-struct Chunks {
+struct ChatEvents {
     choices: usize,
     done: bool,
     /// The first choice's answer, gathered from its deltas.
@@ -330,7 +333,7 @@ struct Chunks {
     calls: Option<StreamedCalls>,
 }
 
-impl Chunks {
+impl ChatEvents {
     fn new(choices: usize, tools: bool) -> Self {
         Self {
             choices,
@@ -401,7 +404,7 @@ impl Chunks {
     }
 }
 
-impl EventCheck for Chunks {
+impl EventCheck for ChatEvents {
     fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing); // a comment: `: ping`, `: OPENROUTER PROCESSING`
@@ -515,8 +518,8 @@ fn completions(request: &Object<'_>, response: &Response<'_>) -> Result<(), Faul
 /// objects when they are echoed at all (llama.cpp does not).
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     let expect = Ranking {
-        echo: Echo::Optional(Document::Object),
-        ..invariants::document_ranking(request, "top_n", false, Document::Object)?
+        echo: Echo::Optional(EchoedDocument::Object),
+        ..invariants::document_ranking(request, "top_n", false, EchoedDocument::Object)?
     };
     invariants::ranking("results", response.object()?.get("results"), expect)?;
     Ok(())

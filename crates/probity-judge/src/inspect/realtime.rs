@@ -28,7 +28,7 @@ pub(crate) const FIGURES: &[Figure] = &[
 
 /// What a server event is, as far as the tunnel counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum EventKind {
     /// `response.done`: its figures were judged.
     ResponseDone,
     /// `error`: the provider's own error, relayed.
@@ -39,9 +39,9 @@ pub enum Kind {
 
 /// The verdict on one server text frame.
 #[derive(Debug)]
-pub struct Frame {
+pub struct FrameVerdict {
     /// What the event is.
-    pub kind: Kind,
+    pub kind: EventKind,
     /// What judging its figures found (empty but for `response.done`).
     pub judgement: Judgement,
     /// The frame's text with its malformed figures nulled, when any was.
@@ -49,9 +49,9 @@ pub struct Frame {
 }
 
 /// Judges one server-to-client text frame.
-pub fn judge_server_text(text: &[u8]) -> Frame {
-    let other = || Frame {
-        kind: Kind::Other,
+pub fn judge_server_text(text: &[u8]) -> FrameVerdict {
+    let other = || FrameVerdict {
+        kind: EventKind::Other,
         judgement: Judgement::default(),
         rewritten: None,
     };
@@ -62,12 +62,12 @@ pub fn judge_server_text(text: &[u8]) -> Frame {
         return other();
     };
     let kind = match event.get("type").and_then(|t| t.string()).as_deref() {
-        Some("response.done") => Kind::ResponseDone,
-        Some("error") => Kind::Error,
+        Some("response.done") => EventKind::ResponseDone,
+        Some("error") => EventKind::Error,
         _ => return other(),
     };
-    if kind == Kind::Error {
-        return Frame { kind, ..other() };
+    if kind == EventKind::Error {
+        return FrameVerdict { kind, ..other() };
     }
     let judgement = figures::judge(text, &event, FIGURES);
     let rewritten = (!judgement.nulls.is_empty()).then(|| {
@@ -78,7 +78,7 @@ pub fn judge_server_text(text: &[u8]) -> Frame {
             .collect();
         json::replace(text, &mut replacements).to_vec()
     });
-    Frame {
+    FrameVerdict {
         kind,
         judgement,
         rewritten,
@@ -91,7 +91,7 @@ mod tests {
 
     const DONE: &str = r#"{"type":"response.done","event_id":"event_1","response":{"object":"realtime.response","id":"resp_1","status":"completed","output":[],"usage":{"total_tokens":30,"input_tokens":12,"output_tokens":18,"input_token_details":{"cached_tokens":0,"text_tokens":12,"audio_tokens":0,"cached_tokens_details":{"text_tokens":0,"audio_tokens":0}},"output_token_details":{"text_tokens":18,"audio_tokens":0}}}}"#;
 
-    fn judged(text: &str) -> (Frame, String) {
+    fn judged(text: &str) -> (FrameVerdict, String) {
         let frame = judge_server_text(text.as_bytes());
         let out = frame
             .rewritten
@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn a_sound_response_done_passes_and_counts() {
         let (frame, out) = judged(DONE);
-        assert_eq!(frame.kind, Kind::ResponseDone);
+        assert_eq!(frame.kind, EventKind::ResponseDone);
         assert!(frame.rewritten.is_none());
         assert_eq!(out, DONE);
         assert_eq!(
@@ -170,11 +170,11 @@ mod tests {
             r#"{"type":"response.output_text.delta","delta":"hi"}"#,
         ] {
             let (frame, _) = judged(text);
-            assert_eq!(frame.kind, Kind::Other);
+            assert_eq!(frame.kind, EventKind::Other);
             assert!(frame.rewritten.is_none());
         }
         let (frame, _) =
             judged(r#"{"type":"error","error":{"type":"invalid_request_error","message":"no"}}"#);
-        assert_eq!(frame.kind, Kind::Error);
+        assert_eq!(frame.kind, EventKind::Error);
     }
 }

@@ -12,7 +12,7 @@
 use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{Endpoint, Response, StreamSpec};
 use crate::contract::{
-    Answer, Arguments, Call, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls,
+    Answer, Arguments, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls, ToolCall,
     ToolSpec,
 };
 use crate::figures::{self, Figure, Judgement};
@@ -97,10 +97,10 @@ fn declared_tools(request: &Object<'_>) -> Option<Declared> {
 
 /// Every `function_call` item of a whole response: its name and its
 /// `arguments`, a JSON string (its shape is a payload invariant).
-fn response_calls(response: &Object<'_>) -> Vec<Call> {
+fn response_calls(response: &Object<'_>) -> Vec<ToolCall> {
     function_calls(response)
         .iter()
-        .map(|item| Call {
+        .map(|item| ToolCall {
             name: crate::contract::name_of(item),
             arguments: item
                 .present("arguments")

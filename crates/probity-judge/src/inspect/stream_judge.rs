@@ -1,5 +1,5 @@
 //! The judge of one stream, as a state machine fed bytes: no runtime, no
-//! network, no clock. The server's checked stream (`server::checked`)
+//! network, no clock. The server's judged stream (`server::judged_stream`)
 //! feeds it what the upstream sends and sends on what it gives back;
 //! `probity inspect` feeds it a saved body.
 //!

@@ -5,7 +5,7 @@
 use super::{Dialect, Endpoint, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::HeaderFigure;
-use crate::invariants::{self, Document, Echo, Expect, Fault, Form, Ranking};
+use crate::invariants::{self, Echo, EchoedDocument, Expect, Fault, Form, Ranking};
 use crate::json::Object;
 
 pub(super) struct Tei;
@@ -101,7 +101,7 @@ fn embed(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
 /// The body is the list of results, at most one per text.
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
     let echo = if invariants::flag(request, "return_text", false)? {
-        Echo::Required(Document::String)
+        Echo::Required(EchoedDocument::String)
     } else {
         Echo::Unchecked
     };

@@ -5,7 +5,7 @@
 use super::hosted::{self, Hosted};
 use super::{Endpoint, Response};
 use crate::figures::Figure;
-use crate::invariants::{self, Document, Expect, Fault, Form, INT8, UINT8};
+use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
 use crate::json::Object;
 
 /// `usage` is required: the voyageai SDK reads `usage.total_tokens`.
@@ -53,7 +53,7 @@ fn embeddings(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault
 }
 
 fn rerank(request: &Object<'_>, response: &Response<'_>) -> Result<(), Fault> {
-    let expect = invariants::document_ranking(request, "top_k", false, Document::String)?;
+    let expect = invariants::document_ranking(request, "top_k", false, EchoedDocument::String)?;
     invariants::ranking("data", response.object()?.get("data"), expect)?;
     Ok(())
 }

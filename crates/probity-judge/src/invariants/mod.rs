@@ -408,13 +408,13 @@ pub(crate) enum Echo {
     /// Not requested: whatever is there is not looked at.
     Unchecked,
     /// May be there; when it is, it has this form.
-    Optional(Document),
+    Optional(EchoedDocument),
     /// Requested: every result carries it in this form.
-    Required(Document),
+    Required(EchoedDocument),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Document {
+pub(crate) enum EchoedDocument {
     /// `{"text": ...}` (Cohere v1, Jina, vLLM).
     Object,
     /// A plain string (Voyage, TEI's `text`).
@@ -442,7 +442,7 @@ pub(crate) fn document_ranking(
     request: &Object<'_>,
     limit: &str,
     echoed_by_default: bool,
-    form: Document,
+    form: EchoedDocument,
 ) -> Result<Ranking, Fault> {
     let echo = if flag(request, "return_documents", echoed_by_default)? {
         Echo::Required(form)
@@ -549,15 +549,15 @@ fn echoed_document(
     };
     let fits = match (result.present(expect.document), form) {
         (None, _) => !required,
-        (Some(d), Document::Object) => d.kind() == Kind::Object,
-        (Some(d), Document::String) => d.kind() == Kind::String,
+        (Some(d), EchoedDocument::Object) => d.kind() == Kind::Object,
+        (Some(d), EchoedDocument::String) => d.kind() == Kind::String,
     };
     if fits {
         return Ok(());
     }
     let wanted = match form {
-        Document::Object => "an object",
-        Document::String => "a string",
+        EchoedDocument::Object => "an object",
+        EchoedDocument::String => "a string",
     };
     Err(violation(
         Invariant::RerankDocumentInvalid,
@@ -667,7 +667,7 @@ mod tests {
             limit: Some(2),
             score: "relevance_score",
             document: "document",
-            echo: Echo::Required(Document::Object),
+            echo: Echo::Required(EchoedDocument::Object),
         };
         let check = |body: &'static str, expect: Ranking| {
             code(ranking("results", Some(json(body)), expect))
@@ -724,7 +724,7 @@ mod tests {
             check(
                 r#"[{"index":1,"relevance_score":1}]"#,
                 Ranking {
-                    echo: Echo::Optional(Document::Object),
+                    echo: Echo::Optional(EchoedDocument::Object),
                     ..expect
                 }
             ),

@@ -5,7 +5,7 @@
 //! The cost that matters is the bulk of an embeddings body: millions of
 //! numbers inside arrays. Those get no tape entry of their own. Each is
 //! checked where it stands (grammar, and whether it is a finite float or
-//! an integer) and folded into its array's [`Summary`], so a vector's check
+//! an integer) and folded into its array's [`NumberSummary`], so a vector's check
 //! later is one lookup. Runs of digits are skipped eight bytes at a time.
 
 use std::fmt;
@@ -32,7 +32,7 @@ pub(super) const ESCAPED: u32 = 1;
 
 /// What the numbers directly inside one array are.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Summary {
+pub(super) struct NumberSummary {
     /// Elements that are numbers.
     pub(super) numbers: u32,
     /// Elements that are anything else.
@@ -50,7 +50,7 @@ pub(super) struct Summary {
 #[derive(Debug, Clone, Default)]
 pub(super) struct Tape {
     pub(super) nodes: Vec<Node>,
-    pub(super) summaries: Vec<Summary>,
+    pub(super) summaries: Vec<NumberSummary>,
 }
 
 /// Why a text is not JSON, and where.
@@ -76,15 +76,15 @@ impl std::error::Error for ParseError {}
 
 /// An open container while its members are read.
 #[derive(Debug, Clone)]
-struct Frame {
+struct OpenContainer {
     node: u32,
     array: bool,
-    summary: Summary,
+    summary: NumberSummary,
 }
 
-impl Frame {
+impl OpenContainer {
     fn new(node: u32, array: bool) -> Self {
-        let summary = Summary {
+        let summary = NumberSummary {
             numbers: 0,
             others: 0,
             finite: true,
@@ -118,7 +118,7 @@ enum Phase {
 }
 
 /// What one step of the grammar did.
-enum Step {
+enum GrammarStep {
     Next,
     /// A token the bytes so far may cut begins: [`Cursor::resume`] reads it.
     Cut,
@@ -171,14 +171,14 @@ struct OpenNumber {
     in_array: bool,
     /// Where its grammar goes on, and what comes there.
     at: usize,
-    part: Part,
+    part: NumberPart,
     int_start: usize,
-    shape: Shape,
+    shape: NumberShape,
 }
 
 /// What a number's grammar expects at [`OpenNumber::at`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
+enum NumberPart {
     Sign,
     FirstDigit,
     /// More integer digits, after a first one that is not `0`.
@@ -206,7 +206,7 @@ pub struct Scanner {
     phase: Phase,
     cut: Cut,
     tape: Tape,
-    stack: Vec<Frame>,
+    stack: Vec<OpenContainer>,
     finished: bool,
     /// A fault the bytes so far settle (no later byte can undo it).
     fault: Option<ParseError>,
@@ -337,7 +337,7 @@ struct Cursor<'b> {
     phase: Phase,
     cut: Cut,
     tape: Tape,
-    stack: Vec<Frame>,
+    stack: Vec<OpenContainer>,
 }
 
 impl Cursor<'_> {
@@ -347,35 +347,35 @@ impl Cursor<'_> {
     fn run(&mut self) -> Result<bool, ParseError> {
         // A token is left cut only by a feed that stopped inside it (or a
         // step that says so): the steps never look for one.
-        let mut step = Step::Cut;
+        let mut step = GrammarStep::Cut;
         loop {
-            if let Step::Cut = step {
+            if let GrammarStep::Cut = step {
                 step = self.resume()?;
             }
             match step {
-                Step::Next | Step::Cut => {}
-                Step::Suspend => return Ok(false),
-                Step::Finished => return Ok(true),
+                GrammarStep::Next | GrammarStep::Cut => {}
+                GrammarStep::Suspend => return Ok(false),
+                GrammarStep::Finished => return Ok(true),
             }
             step = self.step()?;
         }
     }
 
     /// Goes on with the token the bytes cut, if any.
-    fn resume(&mut self) -> Result<Step, ParseError> {
+    fn resume(&mut self) -> Result<GrammarStep, ParseError> {
         match self.cut {
-            Cut::None => Ok(Step::Next),
+            Cut::None => Ok(GrammarStep::Next),
             Cut::String(open) => self.string(open),
             Cut::Number(open) => self.number(open),
         }
     }
 
-    fn step(&mut self) -> Result<Step, ParseError> {
+    fn step(&mut self) -> Result<GrammarStep, ParseError> {
         self.skip_space();
         let Some(byte) = self.peek() else {
             return match (self.last, self.phase, self.stack.is_empty()) {
-                (false, _, _) => Ok(Step::Suspend),
-                (true, Phase::After, true) => Ok(Step::Finished),
+                (false, _, _) => Ok(GrammarStep::Suspend),
+                (true, Phase::After, true) => Ok(GrammarStep::Finished),
                 (true, Phase::After, false) => Err(self.error("the document ends inside a value")),
                 (true, Phase::Colon, _) => Err(self.error("expected `:`")),
                 _ => Err(self.error("the document ends where a value was expected")),
@@ -396,24 +396,24 @@ impl Cursor<'_> {
             Phase::Colon => return Err(self.error("expected `:`")),
             Phase::After => self.after(byte)?,
         }
-        Ok(Step::Next)
+        Ok(GrammarStep::Next)
     }
 
     /// A value starting with `byte`.
-    fn value(&mut self, byte: u8) -> Result<Step, ParseError> {
+    fn value(&mut self, byte: u8) -> Result<GrammarStep, ParseError> {
         let word: &'static [u8] = match byte {
             b'{' => {
                 self.open(false);
-                return Ok(Step::Next);
+                return Ok(GrammarStep::Next);
             }
             b'[' => {
                 self.open(true);
-                return Ok(Step::Next);
+                return Ok(GrammarStep::Next);
             }
             b'-' | b'0'..=b'9' if self.in_array() => return self.numbers(None),
             b'-' | b'0'..=b'9' => {
                 self.cut = Cut::Number(OpenNumber::at(self.i, false));
-                return Ok(Step::Cut);
+                return Ok(GrammarStep::Cut);
             }
             b'"' => return self.open_string(false),
             b't' => b"true",
@@ -427,13 +427,13 @@ impl Cursor<'_> {
             // A literal the bytes so far cut is read again whole (five
             // bytes at most).
             None if !self.last && word.starts_with(self.b.get(start..).unwrap_or_default()) => {
-                return Ok(Step::Suspend);
+                return Ok(GrammarStep::Suspend);
             }
             _ => return Err(self.error("expected a value")),
         }
         self.i += word.len();
         self.ended(start, NONE);
-        Ok(Step::Next)
+        Ok(GrammarStep::Next)
     }
 
     /// A value other than a container ended at the cursor.
@@ -496,7 +496,7 @@ impl Cursor<'_> {
             next: 0,
             aux: NONE,
         });
-        self.stack.push(Frame::new(index, array));
+        self.stack.push(OpenContainer::new(index, array));
         self.i += 1;
         self.phase = if array {
             Phase::ArrayStart
@@ -532,11 +532,14 @@ impl Cursor<'_> {
     /// keeps its cursor and summary in locals, and commits each number. A
     /// number the bytes so far cut goes on in [`Cursor::number`], which
     /// hands it back here once it ends (`resumed`: where, and its shape).
-    fn numbers(&mut self, resumed: Option<(usize, Shape)>) -> Result<Step, ParseError> {
+    fn numbers(
+        &mut self,
+        resumed: Option<(usize, NumberShape)>,
+    ) -> Result<GrammarStep, ParseError> {
         let (b, last) = (self.b, self.last);
         let mut i = self.i;
         let Some(top) = self.stack.last_mut() else {
-            return Ok(Step::Next);
+            return Ok(GrammarStep::Next);
         };
         let mut summary = top.summary;
         let mut cut = false;
@@ -552,7 +555,7 @@ impl Cursor<'_> {
                 Err(found) if last || found.1 < b.len() => break Err(fault(found)),
                 _ => {
                     cut = true;
-                    break Ok(Step::Next);
+                    break Ok(GrammarStep::Next);
                 }
             };
             summary.fold(b.get(i..end).unwrap_or_default(), shape);
@@ -564,11 +567,11 @@ impl Cursor<'_> {
                     read = number(b, i);
                     continue;
                 }
-                break Ok(Step::Next);
+                break Ok(GrammarStep::Next);
             }
             i = end;
             self.phase = Phase::After;
-            break Ok(Step::Next);
+            break Ok(GrammarStep::Next);
         };
         top.summary = summary;
         self.i = i;
@@ -577,19 +580,19 @@ impl Cursor<'_> {
             // from its start, up to the end of the bytes, where it stops.
             self.phase = Phase::Value;
             self.cut = Cut::Number(OpenNumber::at(i, true));
-            return Ok(Step::Cut);
+            return Ok(GrammarStep::Cut);
         }
         step
     }
 
     /// Goes on with the number at the cursor, from where its grammar
     /// stopped; the cursor moves past it once it ends.
-    fn number(&mut self, mut open: OpenNumber) -> Result<Step, ParseError> {
+    fn number(&mut self, mut open: OpenNumber) -> Result<GrammarStep, ParseError> {
         match open.resume(self.b, self.last) {
             Err(found) => Err(fault(found)),
             Ok(None) => {
                 self.cut = Cut::Number(open);
-                Ok(Step::Suspend)
+                Ok(GrammarStep::Suspend)
             }
             Ok(Some(end)) => {
                 self.cut = Cut::None;
@@ -599,13 +602,13 @@ impl Cursor<'_> {
                 let start = self.i;
                 self.i = end;
                 self.ended(start, NONE);
-                Ok(Step::Next)
+                Ok(GrammarStep::Next)
             }
         }
     }
 
     /// Reads the string (an object's key when `key`) at the cursor.
-    fn open_string(&mut self, key: bool) -> Result<Step, ParseError> {
+    fn open_string(&mut self, key: bool) -> Result<GrammarStep, ParseError> {
         let start = self.i;
         self.i += 1;
         self.string(OpenString {
@@ -620,7 +623,7 @@ impl Cursor<'_> {
     /// Goes on with a string, from where the search for its end stopped.
     /// Once it ends, the cursor is past its closing quote and its entry is
     /// written (a key's before its colon: `:` comes next).
-    fn string(&mut self, mut open: OpenString) -> Result<Step, ParseError> {
+    fn string(&mut self, mut open: OpenString) -> Result<GrammarStep, ParseError> {
         loop {
             let from = open.resume_at(self.i);
             let rest = self.b.get(from..).unwrap_or_default();
@@ -638,7 +641,7 @@ impl Cursor<'_> {
                 }
                 open.searched = self.b.len();
                 self.cut = Cut::String(open);
-                return Ok(Step::Suspend);
+                return Ok(GrammarStep::Suspend);
             };
             if let Some(control) = open.control {
                 return Err(ParseError::new(
@@ -664,7 +667,7 @@ impl Cursor<'_> {
                 } else {
                     self.ended(open.start, open.aux);
                 }
-                return Ok(Step::Next);
+                return Ok(GrammarStep::Next);
             }
             open.aux = ESCAPED;
             // An escape: RFC 8259 §7. Any `\uXXXX` is accepted, a lone
@@ -683,14 +686,14 @@ impl Cursor<'_> {
                     if hex.len() < 4 {
                         open.searched = self.i;
                         self.cut = Cut::String(open);
-                        return Ok(Step::Suspend);
+                        return Ok(GrammarStep::Suspend);
                     }
                     self.i += 6;
                 }
                 None if cut => {
                     open.searched = self.i;
                     self.cut = Cut::String(open);
-                    return Ok(Step::Suspend);
+                    return Ok(GrammarStep::Suspend);
                 }
                 _ => return Err(self.error("an invalid escape")),
             }
@@ -713,14 +716,14 @@ impl Cursor<'_> {
 
 /// How a number was written.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Shape {
+pub(super) struct NumberShape {
     integer_digits: usize,
     fraction: bool,
     exponent: bool,
 }
 
-impl Summary {
-    fn fold(&mut self, token: &[u8], shape: Shape) {
+impl NumberSummary {
+    fn fold(&mut self, token: &[u8], shape: NumberShape) {
         self.numbers += 1;
         // A plain decimal of up to 308 integer digits is always finite;
         // anything else is decided exactly (rarely taken).
@@ -745,9 +748,9 @@ impl OpenNumber {
         Self {
             in_array,
             at,
-            part: Part::Sign,
+            part: NumberPart::Sign,
             int_start: at,
-            shape: Shape {
+            shape: NumberShape {
                 integer_digits: 0,
                 fraction: false,
                 exponent: false,
@@ -767,52 +770,54 @@ impl OpenNumber {
             }
             let byte = b.get(at).copied();
             (self.at, self.part) = match (self.part, byte) {
-                (Part::Sign, Some(b'-')) => {
+                (NumberPart::Sign, Some(b'-')) => {
                     self.int_start = at + 1;
-                    (at + 1, Part::FirstDigit)
+                    (at + 1, NumberPart::FirstDigit)
                 }
-                (Part::Sign, _) => {
+                (NumberPart::Sign, _) => {
                     self.int_start = at;
-                    (at, Part::FirstDigit)
+                    (at, NumberPart::FirstDigit)
                 }
-                (Part::FirstDigit, Some(b'0')) => (at + 1, Part::Fraction),
-                (Part::FirstDigit, Some(b'1'..=b'9')) => (at + 1, Part::Digits),
-                (Part::FirstDigit, _) => return Err(("a number needs a digit", at)),
-                (Part::Digits, _) => match digits(b, at) {
-                    end if end == b.len() && !last => (end, Part::Digits),
-                    end => (end, Part::Fraction),
+                (NumberPart::FirstDigit, Some(b'0')) => (at + 1, NumberPart::Fraction),
+                (NumberPart::FirstDigit, Some(b'1'..=b'9')) => (at + 1, NumberPart::Digits),
+                (NumberPart::FirstDigit, _) => return Err(("a number needs a digit", at)),
+                (NumberPart::Digits, _) => match digits(b, at) {
+                    end if end == b.len() && !last => (end, NumberPart::Digits),
+                    end => (end, NumberPart::Fraction),
                 },
-                (Part::Fraction, next) => {
+                (NumberPart::Fraction, next) => {
                     self.shape.integer_digits = at - self.int_start;
                     match next {
-                        Some(b'.') => (at + 1, Part::FractionFirst),
-                        _ => (at, Part::Exponent),
+                        Some(b'.') => (at + 1, NumberPart::FractionFirst),
+                        _ => (at, NumberPart::Exponent),
                     }
                 }
-                (Part::FractionFirst, Some(b'0'..=b'9')) => {
+                (NumberPart::FractionFirst, Some(b'0'..=b'9')) => {
                     self.shape.fraction = true;
-                    (at + 1, Part::FractionDigits)
+                    (at + 1, NumberPart::FractionDigits)
                 }
-                (Part::FractionFirst, _) => {
+                (NumberPart::FractionFirst, _) => {
                     return Err(("a number needs a digit after `.`", at));
                 }
-                (Part::FractionDigits, _) => match digits(b, at) {
-                    end if end == b.len() && !last => (end, Part::FractionDigits),
-                    end => (end, Part::Exponent),
+                (NumberPart::FractionDigits, _) => match digits(b, at) {
+                    end if end == b.len() && !last => (end, NumberPart::FractionDigits),
+                    end => (end, NumberPart::Exponent),
                 },
-                (Part::Exponent, Some(b'e' | b'E')) => (at + 1, Part::ExponentSign),
-                (Part::Exponent, _) => return Ok(Some(at)),
-                (Part::ExponentSign, Some(b'+' | b'-')) => (at + 1, Part::ExponentFirst),
-                (Part::ExponentSign, _) => (at, Part::ExponentFirst),
-                (Part::ExponentFirst, Some(b'0'..=b'9')) => {
-                    self.shape.exponent = true;
-                    (at + 1, Part::ExponentDigits)
+                (NumberPart::Exponent, Some(b'e' | b'E')) => (at + 1, NumberPart::ExponentSign),
+                (NumberPart::Exponent, _) => return Ok(Some(at)),
+                (NumberPart::ExponentSign, Some(b'+' | b'-')) => {
+                    (at + 1, NumberPart::ExponentFirst)
                 }
-                (Part::ExponentFirst, _) => {
+                (NumberPart::ExponentSign, _) => (at, NumberPart::ExponentFirst),
+                (NumberPart::ExponentFirst, Some(b'0'..=b'9')) => {
+                    self.shape.exponent = true;
+                    (at + 1, NumberPart::ExponentDigits)
+                }
+                (NumberPart::ExponentFirst, _) => {
                     return Err(("a number needs a digit in its exponent", at));
                 }
-                (Part::ExponentDigits, _) => match digits(b, at) {
-                    end if end == b.len() && !last => (end, Part::ExponentDigits),
+                (NumberPart::ExponentDigits, _) => match digits(b, at) {
+                    end if end == b.len() && !last => (end, NumberPart::ExponentDigits),
                     end => return Ok(Some(end)),
                 },
             };
@@ -823,7 +828,7 @@ impl OpenNumber {
 /// One number's grammar at `at`: `-? (0 | [1-9][0-9]*) (. [0-9]+)?
 /// ([eE] [+-]? [0-9]+)?`. Returns where it ends and how it was written.
 #[inline(always)]
-pub(super) fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static str, usize)> {
+pub(super) fn number(b: &[u8], at: usize) -> Result<(usize, NumberShape), (&'static str, usize)> {
     // Branch-free: a vector's signs are as good as random.
     let mut i = at + usize::from(b.get(at) == Some(&b'-'));
     let int_start = i;
@@ -832,7 +837,7 @@ pub(super) fn number(b: &[u8], at: usize) -> Result<(usize, Shape), (&'static st
         Some(b'1'..=b'9') => digits(b, i + 1),
         _ => return Err(("a number needs a digit", i)),
     };
-    let mut shape = Shape {
+    let mut shape = NumberShape {
         integer_digits: i - int_start,
         fraction: false,
         exponent: false,

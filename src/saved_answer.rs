@@ -18,7 +18,7 @@ use probity_judge::violation::Invariant;
 
 /// What judging a saved response found.
 #[derive(Debug, serde::Serialize)]
-pub struct Judged {
+pub struct Report {
     /// The proxy's outcome ([`Outcome`]: `rejected`, `output_invalid`,
     /// `normalized`, `passed`…), or `unchecked` (an endpoint the route's
     /// dialect does not inspect).
@@ -65,7 +65,7 @@ pub fn judge(
     request: &[u8],
     response: &[u8],
     document: bool,
-) -> Result<Judged, OfflineError> {
+) -> Result<Report, OfflineError> {
     let route = routes
         .named(route)
         .ok_or_else(|| OfflineError::UnknownRoute(route.to_string()))?;
@@ -114,11 +114,11 @@ fn whole(
     request: &Bytes,
     response: Bytes,
     contracts: &Contracts<'_>,
-) -> Judged {
+) -> Report {
     let headers = HeaderMap::new();
     let exchange = Exchange::answered(request, &headers, &response);
     match inspect::inspect(endpoint, &exchange, contracts) {
-        Verdict::Unchecked => Judged {
+        Verdict::Unchecked => Report {
             outcome: "unchecked",
             pointers: Vec::new(),
             invariant: None,
@@ -132,7 +132,7 @@ fn whole(
             let body = ProxyError::InvalidResponse(violation)
                 .respond(&at)
                 .into_body();
-            Judged {
+            Report {
                 outcome: Outcome::Rejected.as_str(),
                 pointers: Vec::new(),
                 invariant: Some(invariant.as_str()),
@@ -153,7 +153,7 @@ fn whole(
                 (true, false) => Outcome::Normalized,
                 (true, true) => Outcome::Passed,
             };
-            Judged {
+            Report {
                 outcome: outcome.as_str(),
                 pointers,
                 invariant: None,
@@ -173,7 +173,7 @@ fn streamed(
     request: &Bytes,
     response: Bytes,
     contracts: &Contracts<'_>,
-) -> Option<Judged> {
+) -> Option<Report> {
     let mut judge = inspect::stream_judge(endpoint, request, contracts).ok()?;
     let mut sent = VecDeque::new();
     let judged = judge
@@ -190,7 +190,7 @@ fn streamed(
         out.extend_from_slice(&judge.end_with(&error));
     }
     let findings: &Findings = judge.findings();
-    Some(Judged {
+    Some(Report {
         outcome: findings.outcome().as_str(),
         pointers: findings.pointers.clone(),
         invariant: findings.rejected.map(Invariant::as_str),

@@ -52,10 +52,10 @@ pub(crate) struct StreamContext {
 
 /// Where a checked stream's bytes come from: the upstream's relay (or, for
 /// the fuzz targets, pieces of a body).
-type Source = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
+type Upstream = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
 
-pub(crate) struct CheckedStream {
-    relay: Source,
+pub(crate) struct JudgedStream {
+    relay: Upstream,
     judge: StreamJudge,
     context: StreamContext,
     /// What is ready to go to the client.
@@ -70,7 +70,7 @@ pub(crate) struct CheckedStream {
     upstream_bytes: usize,
 }
 
-impl CheckedStream {
+impl JudgedStream {
     pub(crate) fn new(
         relay: impl Body<Data = Bytes, Error = ForwardError> + Send + 'static,
         judge: StreamJudge,
@@ -179,7 +179,7 @@ impl CheckedStream {
     }
 }
 
-impl Body for CheckedStream {
+impl Body for JudgedStream {
     type Data = Bytes;
     type Error = ForwardError;
 
@@ -228,7 +228,7 @@ impl Body for CheckedStream {
     }
 }
 
-impl Drop for CheckedStream {
+impl Drop for JudgedStream {
     /// A client that leaves mid-stream still gets its tokens counted and a
     /// rewritten stream captured.
     fn drop(&mut self) {
