@@ -52,10 +52,10 @@ pub(crate) struct StreamContext {
 
 /// Where a checked stream's bytes come from: the upstream's relay (or, for
 /// the fuzz targets, pieces of a body).
-type Upstream = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
+type UpstreamFrames = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
 
 pub(crate) struct JudgedStream {
-    relay: Upstream,
+    relay: UpstreamFrames,
     judge: StreamJudge,
     context: StreamContext,
     /// What is ready to go to the client.

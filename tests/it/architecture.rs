@@ -419,3 +419,38 @@ fn the_judging_core_depends_on_no_runtime_or_network() {
         .collect();
     assert!(io.is_empty(), "the judging core depends on {io:?}");
 }
+
+/// One name per thing: no two types of the workspace (outside tests) share
+/// a name, so a reader never asks which `Frame` a file means.
+#[test]
+fn no_two_types_share_a_name() {
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for path in sources() {
+        let module = module_path(&path).join("::");
+        for line in non_test_text(&path).lines() {
+            // Module-level items only: associated types and a function's
+            // own structs are indented.
+            let item = ["pub(crate) ", "pub(super) ", "pub "]
+                .iter()
+                .fold(line, |l, p| l.strip_prefix(p).unwrap_or(l));
+            let Some(rest) = ["struct ", "enum ", "trait ", "type "]
+                .iter()
+                .find_map(|k| item.strip_prefix(k))
+            else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            seen.entry(name).or_default().push(module.clone());
+        }
+    }
+    assert!(seen.len() > 100, "{}", seen.len());
+    let twice: Vec<String> = seen
+        .iter()
+        .filter(|(_, modules)| modules.len() > 1)
+        .map(|(name, modules)| format!("{name}: {}", modules.join(", ")))
+        .collect();
+    assert!(twice.is_empty(), "types of one name:\n{}", twice.join("\n"));
+}

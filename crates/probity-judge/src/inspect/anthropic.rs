@@ -46,9 +46,9 @@ const MESSAGES: Endpoint = Endpoint {
         comments: true,
         start: |request| {
             let tools = declared_tools(request).is_some();
-            Ok(Box::new(Events::new(forced_tool(request), tools)))
+            Ok(Box::new(MessageEvents::new(forced_tool(request), tools)))
         },
-        unread: || Box::new(Events::new(None, false)),
+        unread: || Box::new(MessageEvents::new(None, false)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -195,7 +195,7 @@ fn message_answer<'a>(request: &Object<'_>, response: &Object<'a>) -> Vec<Answer
 /// `message_start.message.usage` and `message_delta.usage`; a content block
 /// must be started before it is added to or stopped; unknown event types
 /// pass as they came.
-struct Events {
+struct MessageEvents {
     blocks: Vec<u64>,
     /// The forced tool, and the index of its `tool_use` block once started.
     forced: Option<String>,
@@ -207,7 +207,7 @@ struct Events {
     calls: Option<StreamedCalls>,
 }
 
-impl Events {
+impl MessageEvents {
     fn new(forced: Option<String>, tools: bool) -> Self {
         Self {
             blocks: Vec::new(),
@@ -276,7 +276,7 @@ impl Events {
     }
 }
 
-impl EventCheck for Events {
+impl EventCheck for MessageEvents {
     fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing);

@@ -55,9 +55,9 @@ const CONVERSE_STREAM: Endpoint = Endpoint {
         comments: false,
         start: |request| {
             let tools = declared_tools(request).is_some();
-            Ok(Box::new(Events::new(forced_tool(request), tools)))
+            Ok(Box::new(ConverseEvents::new(forced_tool(request), tools)))
         },
-        unread: || Box::new(Events::new(None, false)),
+        unread: || Box::new(ConverseEvents::new(None, false)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -311,7 +311,7 @@ fn converse_answer<'a>(request: &Object<'_>, response: &Object<'a>) -> Vec<Answe
 /// fragments, gathered for the output contract; `messageStop` its
 /// `stopReason`. A frame that cannot be read breaks the stream; an
 /// exception frame passes as it came (the SDK raises it).
-struct Events {
+struct ConverseEvents {
     forced: Option<String>,
     /// The forced tool's block, once started.
     forced_block: Option<u64>,
@@ -320,7 +320,7 @@ struct Events {
     calls: Option<StreamedCalls>,
 }
 
-impl Events {
+impl ConverseEvents {
     fn new(forced: Option<String>, tools: bool) -> Self {
         Self {
             forced,
@@ -393,7 +393,7 @@ fn block_index(body: &Object<'_>, name: &str) -> Result<u64, Violation> {
         })
 }
 
-impl EventCheck for Events {
+impl EventCheck for ConverseEvents {
     fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         if let Some(fault) = event.fault {
             return Err(invariants::violation(

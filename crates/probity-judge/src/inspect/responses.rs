@@ -45,8 +45,12 @@ pub(super) const CREATE: Endpoint = Endpoint {
         asked: super::stream_true,
         framing: Framing::Sse,
         comments: true,
-        start: |request| Ok(Box::new(Events::new(declared_tools(request).is_some()))),
-        unread: || Box::new(Events::new(false)),
+        start: |request| {
+            Ok(Box::new(ResponseEvents::new(
+                declared_tools(request).is_some(),
+            )))
+        },
+        unread: || Box::new(ResponseEvents::new(false)),
     }),
     output: Some(OUTPUT),
     batch: None,
@@ -381,7 +385,7 @@ fn truncated(response: &Object<'_>) -> bool {
 }
 
 /// A streamed response, judged event by event by its `type`.
-struct Events {
+struct ResponseEvents {
     /// The last `sequence_number` seen: each must be greater.
     sequence: Option<u64>,
     /// A terminal event passed: nothing may follow.
@@ -397,7 +401,7 @@ struct Events {
     items: Vec<(String, u64)>,
 }
 
-impl Events {
+impl ResponseEvents {
     fn new(tools: bool) -> Self {
         Self {
             sequence: None,
@@ -562,7 +566,7 @@ impl Events {
     }
 }
 
-impl EventCheck for Events {
+impl EventCheck for ResponseEvents {
     fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing); // a comment or keep-alive
