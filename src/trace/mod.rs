@@ -12,6 +12,8 @@
 
 mod context;
 mod export;
+#[cfg(feature = "otlp")]
+mod otlp;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
