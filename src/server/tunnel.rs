@@ -188,7 +188,10 @@ pub(super) async fn open(
     };
     let key = generate_key();
     let request = handshake(route, client, rest, &key, record)?;
-    let (upstream, io) = match forward::upgrade(&route.upstream, request, &key).await? {
+    let asked = Instant::now();
+    let handshake = forward::upgrade(&route.upstream, request, &key).await;
+    record.waited.upstream += asked.elapsed();
+    let (upstream, io) = match handshake? {
         Handshake::Switched(parts, io) => (parts, io),
         Handshake::Refused(parts, body) => {
             record.upstream_status = Some(parts.status);
@@ -293,7 +296,8 @@ fn strip_key_protocol(headers: &mut http::HeaderMap) {
 impl Pending {
     /// Relays the session once the client's connection has switched, and
     /// ends the request when it ends.
-    pub(super) async fn run(self, record: RequestRecord, tunnels: Arc<Tunnels>) {
+    pub(super) async fn run(self, mut record: RequestRecord, tunnels: Arc<Tunnels>) {
+        record.waited.session = true;
         let _open = Open::enter(&tunnels);
         let _slot = self.slot;
         let Ok(client) = self.client.await else {
