@@ -50,6 +50,7 @@ mod inspection;
 mod lifecycle;
 mod logs;
 mod offline;
+mod overhead;
 mod passthrough;
 mod property;
 mod realtime;
