@@ -535,6 +535,13 @@ async fn a_close_from_the_client_is_relayed() {
         (frame.code, frame.reason.as_str()),
         (CloseCode::Normal, "bye")
     );
+    // Counted, then logged: the line may come a moment after the count.
+    within("the request's line", async {
+        while !probity.logs().iter().any(|l| l["message"] == "request") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let lines: Vec<serde_json::Value> = probity
         .logs()
         .into_iter()
