@@ -62,8 +62,8 @@ const DURATION_BUCKETS: &[f64] = &[
 /// for a small answer, milliseconds for a large body's scan; the last two
 /// make a stall (a blocked worker) stand apart from a slow scan.
 const OVERHEAD_BUCKETS: &[f64] = &[
-    0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-    0.25, 1.0,
+    0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    1.0,
 ];
 
 /// Installs the process-wide Prometheus recorder and describes every metric.
@@ -80,21 +80,7 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     builder =
         builder.set_buckets_for_metric(Matcher::Full(OVERHEAD_SECONDS.into()), OVERHEAD_BUCKETS)?;
     let handle = builder.install_recorder()?;
-    describe_counter!(
-        REQUESTS_TOTAL,
-        "Requests answered, by route, client and HTTP status sent."
-    );
-    describe_histogram!(
-        REQUEST_DURATION_SECONDS,
-        Unit::Seconds,
-        "Time from the request's arrival to the last byte of its response."
-    );
-    describe_histogram!(
-        OVERHEAD_SECONDS,
-        Unit::Seconds,
-        "The part of probity_request_duration_seconds that was probity's own: the exchange's \
-         time less its waits on the upstream and on the client (Realtime sessions excluded)."
-    );
+    describe_requests();
     describe_counter!(
         UPSTREAM_ERRORS_TOTAL,
         "Upstream faults by kind: unreachable, timeout, reset, too_large."
@@ -152,6 +138,25 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     );
     build_info();
     Ok(handle)
+}
+
+/// Every request's count, duration and probity's share of it.
+fn describe_requests() {
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Requests answered, by route, client and HTTP status sent."
+    );
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from the request's arrival to the last byte of its response."
+    );
+    describe_histogram!(
+        OVERHEAD_SECONDS,
+        Unit::Seconds,
+        "The part of probity_request_duration_seconds that was probity's own: the exchange's \
+         time less its waits on the upstream and on the client (Realtime sessions excluded)."
+    );
 }
 
 /// Which version is running: 1, labelled with it, from start to exit (a

@@ -118,7 +118,13 @@ pub(super) async fn send(
         ));
     }
     let outstanding = Arc::new(Outstanding::default());
-    let gathered = gather(call, endpoint, requests, (record.span.clone(), &outstanding)).await;
+    let gathered = gather(
+        call,
+        endpoint,
+        requests,
+        (record.span.clone(), &outstanding),
+    )
+    .await;
     record.waited.upstream += outstanding.total();
     let answers = match gathered {
         Ok(answers) => answers,
@@ -348,15 +354,21 @@ async fn fetch(
     // The batch's wait is the time any chunk is out, not the sum of each
     // chunk's: `outstanding` counts it.
     let mut waited = Duration::ZERO;
-    let fetched =
-        forward::fetch(&route.upstream, request, Reading::Document, traced, &mut waited).await;
+    let fetched = forward::fetch(
+        &route.upstream,
+        request,
+        Reading::Document,
+        traced,
+        &mut waited,
+    )
+    .await;
     drop(at_upstream);
     let (parts, bytes, scanner) = match fetched {
-            Err(err) => return Err(Failure::Proxy(err.into())),
-            Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
-            // Only a provider's error answer is relayed live.
-            Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
-        };
+        Err(err) => return Err(Failure::Proxy(err.into())),
+        Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
+        // Only a provider's error answer is relayed live.
+        Ok(Fetched::Stream(parts, relay)) => return Err(Failure::UpstreamStream(parts, relay)),
+    };
     if !parts.status.is_success() {
         return Err(Failure::Upstream(parts, bytes));
     }

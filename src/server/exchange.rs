@@ -337,8 +337,14 @@ async fn passthrough(
     // A streamed upload goes out within this call: its time is the
     // upstream's and the client's, never probity's.
     let waited = &mut record.waited.upstream;
-    let fetched = match forward::fetch(&route.upstream, request, Reading::Passthrough, traced, waited)
-        .await
+    let fetched = match forward::fetch(
+        &route.upstream,
+        request,
+        Reading::Passthrough,
+        traced,
+        waited,
+    )
+    .await
     {
         Ok(fetched) => fetched,
         // The upstream request failed because the client's body did: the

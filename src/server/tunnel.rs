@@ -188,10 +188,7 @@ pub(super) async fn open(
     };
     let key = generate_key();
     let request = handshake(route, client, rest, &key, record)?;
-    let asked = Instant::now();
-    let handshake = forward::upgrade(&route.upstream, request, &key).await;
-    record.waited.upstream += asked.elapsed();
-    let (upstream, io) = match handshake? {
+    let (upstream, io) = match shake_hands(route, request, &key, record).await? {
         Handshake::Switched(parts, io) => (parts, io),
         Handshake::Refused(parts, body) => {
             record.upstream_status = Some(parts.status);
@@ -232,6 +229,20 @@ pub(super) async fn open(
             .cloned(),
     });
     Ok(response)
+}
+
+/// Sends the upstream's handshake; the wait for its answer is the
+/// upstream's time, not probity's.
+async fn shake_hands(
+    route: &Route,
+    request: http::Request<UpstreamBody>,
+    key: &str,
+    record: &mut RequestRecord,
+) -> Result<Handshake, ForwardError> {
+    let asked = Instant::now();
+    let handshake = forward::upgrade(&route.upstream, request, key).await;
+    record.waited.upstream += asked.elapsed();
+    handshake
 }
 
 /// The upstream's handshake: the client's request as any other is

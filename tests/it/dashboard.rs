@@ -822,7 +822,10 @@ fn the_query_reader_finds_each_metric_and_label() {
         shown_by: vec![],
     };
     let read = read_through(panel, &alert_queries());
-    assert!(read.expr.contains("probity_overhead_seconds_bucket"), "{read:?}");
+    assert!(
+        read.expr.contains("probity_overhead_seconds_bucket"),
+        "{read:?}"
+    );
     assert_eq!(read.shown_by, ["route"]);
     assert_eq!(shown_by("{{route}} p99"), ["route"]);
     assert_eq!(
