@@ -150,6 +150,53 @@ async fn a_passthrough_answer_that_comes_late_costs_probity_little() {
 }
 
 #[tokio::test]
+async fn a_client_that_reads_slowly_is_the_clients_time_not_probitys() {
+    // 4 MiB at once from the upstream, relayed (a passthrough) to a client
+    // with a small receive buffer that takes 16 KiB every 5 ms: probity
+    // waits on it for a second or more.
+    let piece = vec![b'x'; 64 * 1024];
+    let upstream = Upstream::start(move |_| {
+        let parts = (0..64).map(|_| part(Before::Now, piece.clone())).collect();
+        Reply::stream("application/octet-stream", parts)
+    })
+    .await;
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(8 * 1024).unwrap();
+    let addr = probity
+        .url("")
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let head = "GET /openai/v1/files/f/content HTTP/1.1\r\nhost: probity\r\nconnection: close\r\nx-request-id: slow-reader\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut received = 0;
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        received += n;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(received > 4 * 1024 * 1024, "{received} bytes");
+    let line = probity.request_log("slow-reader").await;
+    let (duration, overhead) = (
+        line["duration_ms"].as_f64().unwrap(),
+        line["overhead_ms"].as_f64().unwrap(),
+    );
+    assert!(duration >= 500.0, "{line}");
+    assert!(overhead < MOST_OVERHEAD * 1e3, "{line}");
+}
+
+#[tokio::test]
 async fn a_batch_sent_as_chunks_counts_the_upstream_once_however_many_run_at_a_time() {
     // Three chunks, two at a time, each answered in 200 ms: the upstream
     // holds the batch about 400 ms of wall time, 600 ms of chunk time.
