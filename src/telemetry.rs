@@ -718,3 +718,27 @@ pub(crate) fn route_judged(route: &str, normalized: bool, rejected: bool, output
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overhead_is_what_the_waits_leave_and_never_negative() {
+        let ms = Duration::from_millis;
+        let waited = Waited {
+            upstream: ms(300),
+            client: ms(20),
+            session: false,
+        };
+        assert_eq!(waited.overhead(ms(321)), Some(ms(1)));
+        // Waits measured apart may add up past the total: none, not less.
+        assert_eq!(waited.overhead(ms(310)), Some(Duration::ZERO));
+        assert_eq!(Waited::default().overhead(ms(5)), Some(ms(5)));
+        let session = Waited {
+            session: true,
+            ..Waited::default()
+        };
+        assert_eq!(session.overhead(ms(60_000)), None);
+    }
+}

@@ -405,3 +405,30 @@ async fn fetch(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_out_side_by_side_are_counted_once() {
+        let wait = |ms| std::thread::sleep(Duration::from_millis(ms));
+        let outstanding = Arc::new(Outstanding::default());
+        let first = outstanding.enter();
+        wait(100);
+        let second = outstanding.enter();
+        wait(100);
+        drop(first);
+        wait(50);
+        drop(second);
+        // Nothing out: this time is nobody's.
+        wait(70);
+        let third = outstanding.enter();
+        wait(30);
+        drop(third);
+        // 280 ms with a chunk out; the chunks' own times add up to 380.
+        let total = outstanding.total();
+        assert!(total >= Duration::from_millis(280), "{total:?}");
+        assert!(total < Duration::from_millis(370), "{total:?}");
+    }
+}
