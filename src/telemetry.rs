@@ -33,6 +33,7 @@ pub(crate) const REALTIME_ERRORS_TOTAL: &str = "probity_realtime_errors_total";
 pub(crate) const UPSTREAM_STREAM_ERRORS_TOTAL: &str = "probity_upstream_stream_errors_total";
 pub(crate) const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
 pub(crate) const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
+pub(crate) const OVERHEAD_SECONDS: &str = "probity_overhead_seconds";
 pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
 pub(crate) const MODEL_OUTPUTS_TOTAL: &str = "probity_model_outputs_total";
 pub(crate) const CHUNKED_REQUESTS_TOTAL: &str = "probity_chunked_requests_total";
@@ -57,6 +58,14 @@ const DURATION_BUCKETS: &[f64] = &[
     120.0, 300.0,
 ];
 
+/// Buckets for probity's own share of an exchange: tens of microseconds
+/// for a small answer, milliseconds for a large body's scan; the last two
+/// make a stall (a blocked worker) stand apart from a slow scan.
+const OVERHEAD_BUCKETS: &[f64] = &[
+    0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    1.0,
+];
+
 /// Installs the process-wide Prometheus recorder and describes every metric.
 pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildError> {
     let mut builder = PrometheusBuilder::new();
@@ -68,16 +77,10 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         builder =
             builder.set_buckets_for_metric(Matcher::Full(seconds.into()), DURATION_BUCKETS)?;
     }
+    builder =
+        builder.set_buckets_for_metric(Matcher::Full(OVERHEAD_SECONDS.into()), OVERHEAD_BUCKETS)?;
     let handle = builder.install_recorder()?;
-    describe_counter!(
-        REQUESTS_TOTAL,
-        "Requests answered, by route, client and HTTP status sent."
-    );
-    describe_histogram!(
-        REQUEST_DURATION_SECONDS,
-        Unit::Seconds,
-        "Time from the request's arrival to the last byte of its response."
-    );
+    describe_requests();
     describe_counter!(
         UPSTREAM_ERRORS_TOTAL,
         "Upstream faults by kind: unreachable, timeout, reset, too_large."
@@ -135,6 +138,25 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     );
     build_info();
     Ok(handle)
+}
+
+/// Every request's count, duration and probity's share of it.
+fn describe_requests() {
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Requests answered, by route, client and HTTP status sent."
+    );
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from the request's arrival to the last byte of its response."
+    );
+    describe_histogram!(
+        OVERHEAD_SECONDS,
+        Unit::Seconds,
+        "The part of probity_request_duration_seconds that was probity's own: the exchange's \
+         time less its waits on the upstream and on the client (Realtime sessions excluded)."
+    );
 }
 
 /// Which version is running: 1, labelled with it, from start to exit (a
@@ -202,6 +224,8 @@ pub(crate) struct RequestRecord {
     pub(crate) status: StatusCode,
     pub(crate) upstream_status: Option<StatusCode>,
     pub(crate) started: Instant,
+    /// What of the time since `started` was spent waiting on others.
+    pub(crate) waited: Waited,
     /// The upstream response was kept in the capture store.
     pub(crate) captured: bool,
     /// How an error is answered: the route dialect's envelope, and its
@@ -222,6 +246,31 @@ impl RequestRecord {
             retry_invalid: self.retry_invalid,
             mid_stream,
         }
+    }
+}
+
+/// The time of an exchange that was not probity's own. What is left of its
+/// duration is probity's overhead (`probity_overhead_seconds`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Waited {
+    /// Waiting on the upstream: from handing it the request to its answer's
+    /// head, for a whole answer's body frames, and while a stream waits for
+    /// its next bytes; for a chunked batch, the wall time while any chunk
+    /// is outstanding.
+    pub(crate) upstream: Duration,
+    /// Waiting on the client: reading its request body, and while the
+    /// answer waits for the client (hyper) to take its next piece.
+    pub(crate) client: Duration,
+    /// A Realtime session: its length is the session's, not overhead, so
+    /// none is recorded.
+    pub(crate) session: bool,
+}
+
+impl Waited {
+    /// probity's own share of `total`, never negative; `None` for a session.
+    fn overhead(&self, total: Duration) -> Option<Duration> {
+        let waited = self.upstream.saturating_add(self.client);
+        (!self.session).then(|| total.saturating_sub(waited))
     }
 }
 
@@ -250,6 +299,7 @@ impl Ending {
 pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
     let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL);
     let elapsed = record.started.elapsed();
+    let overhead = record.waited.overhead(elapsed);
     let status = record.status.as_u16();
     let client = record.client.as_deref().unwrap_or(UNKNOWN_CLIENT);
     with_series(route, |series| {
@@ -259,6 +309,11 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
         series
             .histogram(REQUEST_DURATION_SECONDS, route)
             .record(elapsed.as_secs_f64());
+        if let Some(overhead) = overhead {
+            series
+                .histogram(OVERHEAD_SECONDS, route)
+                .record(overhead.as_secs_f64());
+        }
     });
     tracing::info!(
         request_id = record.request_id.to_str().unwrap_or("-"),
@@ -269,6 +324,7 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
         status,
         upstream_status = record.upstream_status.map(|s| s.as_u16()),
         duration_ms = millis(elapsed),
+        overhead_ms = overhead.map(millis),
         bytes,
         ending = ending.as_str(),
         captured = record.captured,
@@ -661,4 +717,28 @@ pub(crate) fn route_judged(route: &str, normalized: bool, rejected: bool, output
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overhead_is_what_the_waits_leave_and_never_negative() {
+        let ms = Duration::from_millis;
+        let waited = Waited {
+            upstream: ms(300),
+            client: ms(20),
+            session: false,
+        };
+        assert_eq!(waited.overhead(ms(321)), Some(ms(1)));
+        // Waits measured apart may add up past the total: none, not less.
+        assert_eq!(waited.overhead(ms(310)), Some(Duration::ZERO));
+        assert_eq!(Waited::default().overhead(ms(5)), Some(ms(5)));
+        let session = Waited {
+            session: true,
+            ..Waited::default()
+        };
+        assert_eq!(session.overhead(ms(60_000)), None);
+    }
 }

@@ -357,21 +357,24 @@ impl<'a> Traced<'a> {
 
 /// Sends the request and fetches the response within the route's limits,
 /// read as `reading` says; with `traced`, as a child span of the request's
-/// whose id the upstream gets in `traceparent`.
+/// whose id the upstream gets in `traceparent`. The time spent waiting on
+/// the upstream (for its head, then for each frame of a whole body or a
+/// stream's first) is added to `waited`; what is left is probity's own.
 pub(crate) async fn fetch(
     upstream: &Upstream,
     mut request: Request<UpstreamBody>,
     reading: Reading,
     traced: Option<Traced<'_>>,
+    waited: &mut Duration,
 ) -> Result<Fetched, ForwardError> {
     let Some(traced) = traced else {
-        return fetch_untraced(upstream, request, reading).await;
+        return fetch_untraced(upstream, request, reading, waited).await;
     };
     let method = request.method().clone();
     let call = traced
         .span
         .call(request.headers_mut(), &method, traced.chunk);
-    let fetched = fetch_untraced(upstream, request, reading).await;
+    let fetched = fetch_untraced(upstream, request, reading, waited).await;
     match &fetched {
         Ok(Fetched::Whole(parts, ..)) => traced.span.answered(call, parts.status.as_u16(), true),
         Ok(Fetched::Stream(parts, _)) => traced.span.answered(call, parts.status.as_u16(), false),
@@ -384,9 +387,11 @@ async fn fetch_untraced(
     upstream: &Upstream,
     request: Request<UpstreamBody>,
     reading: Reading,
+    waited: &mut Duration,
 ) -> Result<Fetched, ForwardError> {
     let limits = upstream.limits;
-    let deadline = Instant::now() + limits.timeout;
+    let asked = Instant::now();
+    let deadline = asked + limits.timeout;
     let timeout = |waited_for| ForwardError::Timeout {
         upstream: upstream.display.clone(),
         waited_for,
@@ -394,7 +399,9 @@ async fn fetch_untraced(
         key: "timeout_ms",
     };
 
-    let response = match timeout_at(deadline, upstream.client.request(request)).await {
+    let response = timeout_at(deadline, upstream.client.request(request)).await;
+    *waited += asked.elapsed();
+    let response = match response {
         Err(_) => return Err(timeout("response")),
         Ok(Err(err)) => return Err(classify(upstream, &err)),
         Ok(Ok(response)) => response,
@@ -416,7 +423,7 @@ async fn fetch_untraced(
     if is_live(&parts, reading) {
         // A stream's status line goes out with its first byte, so silence
         // before that byte can still be answered with a 504.
-        let relay = Relay::start(body, upstream, deadline, limit).await?;
+        let relay = Relay::start(body, upstream, (deadline, limit), waited).await?;
         return Ok(Fetched::Stream(parts, relay));
     }
 
@@ -426,7 +433,10 @@ async fn fetch_untraced(
     // the last frame leaves only the tail to scan.
     whole.scan = parts.status.is_success();
     loop {
-        match timeout_at(deadline, body.frame()).await {
+        let reading = Instant::now();
+        let frame = timeout_at(deadline, body.frame()).await;
+        *waited += reading.elapsed();
+        match frame {
             Err(_) => return Err(timeout("complete response")),
             Ok(None) => break,
             Ok(Some(Err(err))) => return Err(reset(upstream, &err)),

@@ -34,23 +34,28 @@ pub(crate) struct Relay {
 impl Relay {
     /// Waits for the stream's first data frame, so that silence before it is
     /// still a 504 and not a stream cut short. The wait ends at the
-    /// whole-call `deadline` or after `idle_timeout_ms`, whichever is first.
+    /// whole-call `deadline` or after `idle_timeout_ms`, whichever is first;
+    /// the wait is added to `waited`.
     pub(super) async fn start(
         mut body: Incoming,
         to: &Upstream,
-        deadline: Instant,
-        limit: u64,
+        (deadline, limit): (Instant, u64),
+        waited: &mut Duration,
     ) -> Result<Self, ForwardError> {
         let limits = to.limits;
         let upstream = to.display.clone();
-        let idle_by = Instant::now() + limits.idle_timeout;
+        let mut waiting = Instant::now();
+        let idle_by = waiting + limits.idle_timeout;
         let (first_by, after, key) = if idle_by < deadline {
             (idle_by, limits.idle_timeout, "idle_timeout_ms")
         } else {
             (deadline, limits.timeout, "timeout_ms")
         };
         let first = loop {
-            match timeout_at(first_by, body.frame()).await {
+            let frame = timeout_at(first_by, body.frame()).await;
+            *waited += waiting.elapsed();
+            waiting = Instant::now();
+            match frame {
                 Err(_) => {
                     return Err(ForwardError::Timeout {
                         upstream,

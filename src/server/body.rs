@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
 
 use super::catch::catching;
 use super::held::HeldShare;
@@ -39,9 +40,21 @@ pub(crate) struct ResponseBody {
     record: Option<RequestRecord>,
     bytes: u64,
     first_byte_seen: bool,
+    /// What the body has waited on since it last returned from a poll:
+    /// not probity's time (`telemetry::Waited`).
+    parked: Option<(Instant, Parked)>,
     /// A whole answer's share of `server.max_held_response_bytes`, given
     /// back when this body is dropped.
     _held: Option<HeldShare>,
+}
+
+/// What a response body waits on between two polls.
+#[derive(Debug, Clone, Copy)]
+enum Parked {
+    /// A stream's next bytes from the upstream.
+    Upstream,
+    /// hyper asking for the next piece, once the client has taken enough.
+    Client,
 }
 
 /// A whole body goes out in slices of this size, so hyper takes the next
@@ -55,6 +68,7 @@ impl ResponseBody {
             record: Some(record),
             bytes: 0,
             first_byte_seen: false,
+            parked: None,
             _held: held,
         }
     }
@@ -67,11 +81,26 @@ impl ResponseBody {
             record: None,
             bytes: 0,
             first_byte_seen: false,
+            parked: None,
             _held: None,
         }
     }
 
+    /// The time since the last poll returned goes to what it was spent
+    /// waiting on.
+    fn settle(&mut self) {
+        let (Some((since, on)), Some(record)) = (self.parked.take(), &mut self.record) else {
+            return;
+        };
+        let waited = since.elapsed();
+        match on {
+            Parked::Upstream => record.waited.upstream += waited,
+            Parked::Client => record.waited.client += waited,
+        }
+    }
+
     fn finish(&mut self, ending: Ending) {
+        self.settle();
         if let Some(mut record) = self.record.take() {
             if let Payload::Checked(checked) = &mut self.payload {
                 checked.conclude();
@@ -125,6 +154,7 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
+        this.settle();
         let polled = this.poll_payload(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -156,6 +186,16 @@ impl Body for ResponseBody {
             }
             Poll::Ready(None) => this.finish(this.ending()),
             Poll::Pending => {}
+        }
+        if this.record.is_some() {
+            this.parked = match &polled {
+                // Only a stream is ever pending: on its upstream's next bytes.
+                Poll::Pending => Some((Instant::now(), Parked::Upstream)),
+                // A piece went out: until hyper asks for the next, the
+                // client is reading (or hyper writing) it.
+                Poll::Ready(Some(Ok(_))) => Some((Instant::now(), Parked::Client)),
+                Poll::Ready(_) => None,
+            };
         }
         polled
     }

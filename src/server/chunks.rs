@@ -28,7 +28,9 @@ use probity_judge::contract::SchemaCache;
 use probity_judge::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
 use probity_judge::violation::Violation;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// How one chunk ended, when not with a sound answer.
 enum ChunkFailure {
@@ -42,6 +44,53 @@ enum ChunkFailure {
     UpstreamStream(response::Parts, Relay),
     /// probity's own fault: the chunk's task panicked.
     Internal(String),
+}
+
+/// The wall time during which at least one chunk is at the upstream (sent,
+/// its answer not yet read whole): a batch's wait on the upstream, which
+/// chunks sent side by side share.
+#[derive(Default)]
+struct Outstanding(Mutex<Out>);
+
+#[derive(Default)]
+struct Out {
+    chunks: usize,
+    since: Option<Instant>,
+    total: Duration,
+}
+
+impl Outstanding {
+    /// A chunk goes out; it is back when the guard is dropped (its answer
+    /// read, or its task cancelled).
+    fn enter(self: &Arc<Self>) -> AtUpstream {
+        if let Ok(mut out) = self.0.lock() {
+            if out.chunks == 0 {
+                out.since = Some(Instant::now());
+            }
+            out.chunks += 1;
+        }
+        AtUpstream(self.clone())
+    }
+
+    fn total(&self) -> Duration {
+        self.0.lock().map_or(Duration::ZERO, |out| out.total)
+    }
+}
+
+/// One chunk at the upstream.
+struct AtUpstream(Arc<Outstanding>);
+
+impl Drop for AtUpstream {
+    fn drop(&mut self) {
+        if let Ok(mut out) = self.0 .0.lock() {
+            out.chunks = out.chunks.saturating_sub(1);
+            if out.chunks == 0 {
+                if let Some(since) = out.since.take() {
+                    out.total += since.elapsed();
+                }
+            }
+        }
+    }
 }
 
 /// One chunk's checked answer.
@@ -67,7 +116,16 @@ pub(super) async fn send(
             body,
         ));
     }
-    let answers = match gather(call, endpoint, requests, record.span.clone()).await {
+    let outstanding = Arc::new(Outstanding::default());
+    let gathered = gather(
+        call,
+        endpoint,
+        requests,
+        (record.span.clone(), &outstanding),
+    )
+    .await;
+    record.waited.upstream += outstanding.total();
+    let answers = match gathered {
         Ok(answers) => answers,
         Err(failure) => return failed(call, failure, record),
     };
@@ -84,7 +142,7 @@ async fn gather(
     call: &Call<'_>,
     endpoint: &'static Endpoint,
     requests: Vec<(http::Request<UpstreamBody>, Bytes)>,
-    span: Option<Arc<RequestSpan>>,
+    (span, outstanding): (Option<Arc<RequestSpan>>, &Arc<Outstanding>),
 ) -> Result<Vec<ChunkReply>, ChunkFailure> {
     let limit = call.route.max_chunk_concurrency.max(1);
     let total = requests.len();
@@ -103,13 +161,13 @@ async fn gather(
             };
             telemetry::chunk_sent(&call.route.name);
             let route = call.route.clone();
-            let span = span.clone();
+            let (span, outstanding) = (span.clone(), outstanding.clone());
             let task = async move {
                 let traced = span.as_deref().map(|span| Traced {
                     span,
                     chunk: Some(index),
                 });
-                fetch(&route, endpoint, request, body, traced).await
+                fetch(&route, endpoint, (request, body), traced, &outstanding).await
             };
             let handle = running.spawn(task);
             index_of.insert(handle.id(), index);
@@ -288,19 +346,31 @@ fn json_headers() -> HeaderMap {
 async fn fetch(
     route: &Route,
     endpoint: &'static Endpoint,
-    request: http::Request<UpstreamBody>,
-    body: Bytes,
+    (request, body): (http::Request<UpstreamBody>, Bytes),
     traced: Option<Traced<'_>>,
+    outstanding: &Arc<Outstanding>,
 ) -> Result<ChunkReply, ChunkFailure> {
-    let (parts, bytes, scanner) =
-        match forward::fetch(&route.upstream, request, Reading::Document, traced).await {
-            Err(err) => return Err(ChunkFailure::Proxy(err.into())),
-            Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
-            // Only a provider's error answer is relayed live.
-            Ok(Fetched::Stream(parts, relay)) => {
-                return Err(ChunkFailure::UpstreamStream(parts, relay))
-            }
-        };
+    let at_upstream = outstanding.enter();
+    // The batch's wait is the time any chunk is out, not the sum of each
+    // chunk's: `outstanding` counts it.
+    let mut waited = Duration::ZERO;
+    let fetched = forward::fetch(
+        &route.upstream,
+        request,
+        Reading::Document,
+        traced,
+        &mut waited,
+    )
+    .await;
+    drop(at_upstream);
+    let (parts, bytes, scanner) = match fetched {
+        Err(err) => return Err(ChunkFailure::Proxy(err.into())),
+        Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
+        // Only a provider's error answer is relayed live.
+        Ok(Fetched::Stream(parts, relay)) => {
+            return Err(ChunkFailure::UpstreamStream(parts, relay))
+        }
+    };
     if !parts.status.is_success() {
         return Err(ChunkFailure::Upstream(parts, bytes));
     }
@@ -335,5 +405,32 @@ async fn fetch(
                 uninspected,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_out_side_by_side_are_counted_once() {
+        let wait = |ms| std::thread::sleep(Duration::from_millis(ms));
+        let outstanding = Arc::new(Outstanding::default());
+        let first = outstanding.enter();
+        wait(100);
+        let second = outstanding.enter();
+        wait(100);
+        drop(first);
+        wait(50);
+        drop(second);
+        // Nothing out: this time is nobody's.
+        wait(70);
+        let third = outstanding.enter();
+        wait(30);
+        drop(third);
+        // 280 ms with a chunk out; the chunks' own times add up to 380.
+        let total = outstanding.total();
+        assert!(total >= Duration::from_millis(280), "{total:?}");
+        assert!(total < Duration::from_millis(370), "{total:?}");
     }
 }

@@ -44,7 +44,7 @@ use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ClientFault, Fetched, Reading, Traced, UpstreamBody};
 use crate::request_id::request_id;
 use crate::route::{Matched, Route, RouteTable};
-use crate::telemetry::{self, RequestRecord};
+use crate::telemetry::{self, RequestRecord, Waited};
 use crate::trace;
 use probity_judge::batch;
 use probity_judge::inspect::{self, Asked, Endpoint, Envelope};
@@ -66,6 +66,7 @@ pub(super) async fn handle(
         status: http::StatusCode::OK,
         upstream_status: None,
         started: Instant::now(),
+        waited: Waited::default(),
         captured: false,
         envelope: Envelope::Nested,
         retry_invalid: false,
@@ -191,7 +192,8 @@ async fn exchange(
     let upstream_request =
         call.upstream_request(inspect.body.clone().into(), &record.request_id)?;
     let traced = record.span.as_deref().map(Traced::request);
-    match forward::fetch(&route.upstream, upstream_request, reading, traced).await? {
+    let waited = &mut record.waited.upstream;
+    match forward::fetch(&route.upstream, upstream_request, reading, traced, waited).await? {
         Fetched::Whole(upstream, bytes, scanner) => call.whole(upstream, bytes, scanner, record),
         Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
     }
@@ -211,7 +213,7 @@ async fn plan<'a>(
         Option<std::net::IpAddr>,
         &mut Option<Reserved>,
     ),
-    record: &RequestRecord,
+    record: &mut RequestRecord,
 ) -> Result<Plan<'a>, ProxyError> {
     if let Some(asked) = upgrade {
         return Ok(Plan::Tunnel(asked));
@@ -237,7 +239,7 @@ async fn plan<'a>(
     };
     let holder = Holder::of(record.client.as_deref(), address);
     *reserved = Some(shared.held.admit(&holder, &route.name)?);
-    let body = read_body(body, &parts.headers, shared).await?;
+    let body = read_body(body, &parts.headers, shared, &mut record.waited).await?;
     if let Some(span) = &record.span {
         span.requested(endpoint.operation(), &body, path);
     }
@@ -323,14 +325,27 @@ async fn passthrough(
     let body = match route.upstream.signer {
         // A signature covers the body's hash: it is read whole first
         // (within max_request_bytes).
-        Some(_) => UpstreamBody::from(read_body(body, &client.headers, shared).await?),
+        Some(_) => {
+            let body = read_body(body, &client.headers, shared, &mut record.waited).await?;
+            UpstreamBody::from(body)
+        }
         None => UpstreamBody::Streaming(body, fault.clone()),
     };
     let request =
         forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
             .map_err(cannot_build)?;
     let traced = record.span.as_deref().map(Traced::request);
-    let fetched = match forward::fetch(&route.upstream, request, Reading::Passthrough, traced).await
+    // A streamed upload goes out within this call: its time is the
+    // upstream's and the client's, never probity's.
+    let waited = &mut record.waited.upstream;
+    let fetched = match forward::fetch(
+        &route.upstream,
+        request,
+        Reading::Passthrough,
+        traced,
+        waited,
+    )
+    .await
     {
         Ok(fetched) => fetched,
         // The upstream request failed because the client's body did: the
@@ -353,22 +368,26 @@ async fn passthrough(
 /// Reads the client's body, refusing it (before reading, when the length is
 /// declared) once it exceeds `limit`. Held whole because model requests are
 /// small JSON documents that inspection needs (`n`, the inputs, the schema).
+/// The read is time waited on the client (a slow uploader's is not
+/// probity's overhead).
 async fn read_body(
     body: Incoming,
     headers: &HeaderMap,
     shared: &Shared,
+    waited: &mut Waited,
 ) -> Result<Bytes, RequestError> {
     let limit = shared.max_request_bytes;
     if forward::content_length(headers).is_some_and(|len| len > limit) {
         return Err(RequestError::TooLarge { limit });
     }
     let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    let reading = Instant::now();
     // A head then a trickled body must not hold a connection forever.
-    let collected = tokio::time::timeout(shared.body_read_timeout, limited.collect())
-        .await
-        .map_err(|_| RequestError::BodyTimeout {
-            after_ms: u64::try_from(shared.body_read_timeout.as_millis()).unwrap_or(u64::MAX),
-        })?;
+    let collected = tokio::time::timeout(shared.body_read_timeout, limited.collect()).await;
+    waited.client += reading.elapsed();
+    let collected = collected.map_err(|_| RequestError::BodyTimeout {
+        after_ms: u64::try_from(shared.body_read_timeout.as_millis()).unwrap_or(u64::MAX),
+    })?;
     match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(err) if err.is::<LengthLimitError>() => Err(RequestError::TooLarge { limit }),

@@ -188,7 +188,7 @@ pub(super) async fn open(
     };
     let key = generate_key();
     let request = handshake(route, client, rest, &key, record)?;
-    let (upstream, io) = match forward::upgrade(&route.upstream, request, &key).await? {
+    let (upstream, io) = match shake_hands(route, request, &key, record).await? {
         Handshake::Switched(parts, io) => (parts, io),
         Handshake::Refused(parts, body) => {
             record.upstream_status = Some(parts.status);
@@ -229,6 +229,20 @@ pub(super) async fn open(
             .cloned(),
     });
     Ok(response)
+}
+
+/// Sends the upstream's handshake; the wait for its answer is the
+/// upstream's time, not probity's.
+async fn shake_hands(
+    route: &Route,
+    request: http::Request<UpstreamBody>,
+    key: &str,
+    record: &mut RequestRecord,
+) -> Result<Handshake, ForwardError> {
+    let asked = Instant::now();
+    let handshake = forward::upgrade(&route.upstream, request, key).await;
+    record.waited.upstream += asked.elapsed();
+    handshake
 }
 
 /// The upstream's handshake: the client's request as any other is
@@ -293,7 +307,8 @@ fn strip_key_protocol(headers: &mut http::HeaderMap) {
 impl ReadyTunnel {
     /// Relays the session once the client's connection has switched, and
     /// ends the request when it ends.
-    pub(super) async fn run(self, record: RequestRecord, tunnels: Arc<Tunnels>) {
+    pub(super) async fn run(self, mut record: RequestRecord, tunnels: Arc<Tunnels>) {
+        record.waited.session = true;
         let _open = Open::enter(&tunnels);
         let _slot = self.slot;
         let Ok(client) = self.client.await else {

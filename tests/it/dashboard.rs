@@ -1,9 +1,10 @@
 //! The Grafana dashboard (`deploy/grafana/probity.json`) and the Prometheus
-//! alert rules (`deploy/prometheus/alerts.yml`) cannot silently rot: every
-//! metric and label their queries name must exist in the `/metrics` of the
-//! real binary after traffic that makes each of those series appear, every
-//! query must parse as PromQL, and the alert rules pass `promtool check
-//! rules` and their unit tests (`alerts_test.yml`).
+//! alert and recording rules (`deploy/prometheus/alerts.yml`) cannot
+//! silently rot: every metric and label their queries name must exist in
+//! the `/metrics` of the real binary after traffic that makes each of those
+//! series appear (a panel reading a recorded series is checked as the rule
+//! that records it), every query must parse as PromQL, and the rules pass
+//! `promtool check rules` and their unit tests (`alerts_test.yml`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,9 @@ struct Asks {
     /// Labels named by `by`, `without`, `on`, `ignoring`, `group_left`,
     /// `group_right`.
     grouping: Vec<String>,
+    /// Recorded series (`level:metric:operation`) and the labels their
+    /// matchers name.
+    recorded: Vec<(String, Vec<String>)>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -130,12 +134,17 @@ fn asks(expr: &str) -> Asks {
             }
             names
         };
-        if ident.starts_with("probity_") {
+        let recorded = ident.split(':').count() == 3;
+        if ident.starts_with("probity_") || recorded {
             let mut labels = Vec::new();
             if opens(i, '{') {
                 labels = list_up_to(&mut i, '}');
             }
-            asks.selectors.push((ident.clone(), labels));
+            if recorded {
+                asks.recorded.push((ident.clone(), labels));
+            } else {
+                asks.selectors.push((ident.clone(), labels));
+            }
         } else if [
             "by",
             "without",
@@ -212,9 +221,10 @@ fn all_panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
     panels
 }
 
-/// Every alert's `expr` (a block scalar or one line) and the labels its
-/// annotations show. The file's style is kept simple enough to read
-/// without a YAML parser; the count of alerts guards that reading.
+/// Every rule's `expr` (a block scalar or one line) and the labels an
+/// alert's annotations show; a recording rule's `at` is `record <name>`.
+/// The file's style is kept simple enough to read without a YAML parser;
+/// the count of rules guards that reading.
 fn alert_queries() -> Vec<Query> {
     let text = std::fs::read_to_string(repo(ALERTS)).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -222,9 +232,11 @@ fn alert_queries() -> Vec<Query> {
     let mut queries: Vec<Query> = Vec::new();
     for (at, line) in lines.iter().enumerate() {
         let trimmed = line.trim_start();
-        if let Some(name) = trimmed.strip_prefix("- alert:") {
+        let rule = (trimmed.strip_prefix("- alert:").map(|n| ("alert", n)))
+            .or_else(|| trimmed.strip_prefix("- record:").map(|n| ("record", n)));
+        if let Some((kind, name)) = rule {
             queries.push(Query {
-                at: format!("alert {}", name.trim()),
+                at: format!("{kind} {}", name.trim()),
                 expr: String::new(),
                 shown_by: Vec::new(),
             });
@@ -251,6 +263,8 @@ fn alert_queries() -> Vec<Query> {
     }
     let alerts = text.matches("- alert:").count();
     assert!(alerts >= 5, "{ALERTS}: {alerts} alerts");
+    let rules = alerts + text.matches("- record:").count();
+    assert_eq!(queries.len(), rules, "{ALERTS}: every rule read");
     for query in &queries {
         assert!(!query.expr.trim().is_empty(), "{}: no expr read", query.at);
     }
@@ -258,9 +272,37 @@ fn alert_queries() -> Vec<Query> {
 }
 
 fn all_queries() -> Vec<Query> {
-    let mut queries = dashboard_queries();
-    queries.extend(alert_queries());
+    let rules = alert_queries();
+    let mut queries: Vec<Query> = dashboard_queries()
+        .into_iter()
+        .map(|query| read_through(query, &rules))
+        .collect();
+    queries.extend(rules);
     queries
+}
+
+/// A query of recorded series, checked as the rules that record them:
+/// their expressions, with the labels the query matches and shows. A
+/// series no rule records fails here.
+fn read_through(query: Query, rules: &[Query]) -> Query {
+    let recorded = asks(&query.expr).recorded;
+    if recorded.is_empty() {
+        return query;
+    }
+    let mut exprs = Vec::new();
+    let mut shown_by = query.shown_by;
+    for (name, labels) in recorded {
+        let at = format!("record {name}");
+        let rule = rules.iter().find(|rule| rule.at == at);
+        let rule = rule.unwrap_or_else(|| panic!("{}: no rule records {name}", query.at));
+        exprs.push(rule.expr.clone());
+        shown_by.extend(labels);
+    }
+    Query {
+        at: query.at,
+        expr: exprs.join("\n+\n"),
+        shown_by,
+    }
 }
 
 // ------------------------------------------------------------ /metrics
@@ -718,8 +760,10 @@ fn the_dashboard_is_importable_and_shows_what_it_promises() {
             assert!(target["refId"].is_string(), "{title}");
         }
     }
+    let rules = alert_queries();
     let queried: BTreeSet<String> = dashboard_queries()
-        .iter()
+        .into_iter()
+        .map(|query| read_through(query, &rules))
         .flat_map(|q| asks(&q.expr).selectors)
         .map(|(metric, _)| metric)
         .collect();
@@ -727,6 +771,7 @@ fn the_dashboard_is_importable_and_shows_what_it_promises() {
         "probity_requests_total",
         "probity_request_duration_seconds_bucket",
         "probity_time_to_first_byte_seconds_bucket",
+        "probity_overhead_seconds_bucket",
         "probity_model_invalid_output_total",
         "probity_model_outputs_total",
         "probity_malformed_figures_total",
@@ -760,8 +805,28 @@ fn the_query_reader_finds_each_metric_and_label() {
                 ("probity_requests_total".into(), vec![]),
             ],
             grouping: vec!["route".into(), "le".into(), "route".into(), "client".into()],
+            recorded: vec![],
         }
     );
+    let recorded = r#"route:probity_overhead_seconds:p99_5m{route=~"$route"}"#;
+    assert_eq!(
+        asks(recorded).recorded,
+        [(
+            "route:probity_overhead_seconds:p99_5m".to_string(),
+            vec!["route".to_string()]
+        )]
+    );
+    let panel = Query {
+        at: "panel".into(),
+        expr: recorded.into(),
+        shown_by: vec![],
+    };
+    let read = read_through(panel, &alert_queries());
+    assert!(
+        read.expr.contains("probity_overhead_seconds_bucket"),
+        "{read:?}"
+    );
+    assert_eq!(read.shown_by, ["route"]);
     assert_eq!(shown_by("{{route}} p99"), ["route"]);
     assert_eq!(
         shown_by("Route {{ $labels.route }}: {{ $value }}"),

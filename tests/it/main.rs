@@ -49,6 +49,7 @@ mod hardening;
 mod inspection;
 mod lifecycle;
 mod logs;
+mod overhead;
 mod passthrough;
 mod property;
 mod realtime;

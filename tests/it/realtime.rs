@@ -535,6 +535,13 @@ async fn a_close_from_the_client_is_relayed() {
         (frame.code, frame.reason.as_str()),
         (CloseCode::Normal, "bye")
     );
+    // Counted, then logged: the line may come a moment after the count.
+    within("the request's line", async {
+        while !probity.logs().iter().any(|l| l["message"] == "request") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let lines: Vec<serde_json::Value> = probity
         .logs()
         .into_iter()
@@ -543,6 +550,10 @@ async fn a_close_from_the_client_is_relayed() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["status"], 101);
     assert_eq!(lines[0]["ending"], "complete");
+    // A session's length is no overhead of probity's: none is recorded.
+    assert_eq!(lines[0].get("overhead_ms"), None, "{lines:?}");
+    let overhead = r#"probity_overhead_seconds_count{route="openai"}"#;
+    assert_eq!(probity.metric(overhead).await, None);
 }
 
 /// The upstream's close reaches the client with its code and reason.
