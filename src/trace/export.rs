@@ -96,13 +96,6 @@ pub(crate) fn enabled(config: &TelemetryConfig) -> bool {
             || set("OTEL_EXPORTER_OTLP_ENDPOINT"))
 }
 
-/// Starts the export task (`otlp.rs`); spans queued on the returned
-/// [`Queue`] reach the collector in batches.
-#[cfg(feature = "otlp")]
-pub(crate) fn start(config: &TelemetryConfig) -> Result<Queue, ExportError> {
-    super::otlp::start(config)
-}
-
 /// Built without OTLP export: a configured endpoint is refused at start,
 /// never ignored.
 #[cfg(not(feature = "otlp"))]

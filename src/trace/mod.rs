@@ -15,6 +15,12 @@ mod export;
 #[cfg(feature = "otlp")]
 mod otlp;
 
+// The OTLP exporter when built in (`otlp.rs`), else the refusal (`export.rs`).
+#[cfg(not(feature = "otlp"))]
+use export::start as start_export;
+#[cfg(feature = "otlp")]
+use otlp::start as start_export;
+
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -46,7 +52,7 @@ impl Tracer {
         if !export::enabled(config) {
             return Ok(None);
         }
-        let queue = export::start(config)?;
+        let queue = start_export(config)?;
         tracing::info!(
             endpoint = export::endpoint(config)
                 .as_deref()

@@ -31,7 +31,7 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// Starts the export task; spans queued on the returned [`Queue`] reach the
 /// collector in batches.
-pub(super) fn start(config: &TelemetryConfig) -> Result<Queue, ExportError> {
+pub(crate) fn start(config: &TelemetryConfig) -> Result<Queue, ExportError> {
     let timeout = Duration::from_millis(config.export_timeout_ms);
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
