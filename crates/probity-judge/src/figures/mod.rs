@@ -106,8 +106,9 @@ pub(crate) struct HeaderFigure {
     pub tokens: Option<&'static str>,
 }
 
-/// A [`HeaderFigure`] of this header name, optionally a token count of a kind.
-#[macro_export]
+/// A [`HeaderFigure`] of this header name, optionally a token count of a
+/// kind. Crate-private, as `HeaderFigure`'s fields are: not exported (a
+/// `#[macro_export]` would put it on the crate's public surface, unusable).
 macro_rules! header_figure {
     ($name:literal) => {
         $crate::figures::HeaderFigure {
@@ -124,6 +125,7 @@ macro_rules! header_figure {
         }
     };
 }
+pub(crate) use header_figure;
 
 /// What judging a response's figures found.
 #[derive(Debug, Default, PartialEq)]
@@ -797,8 +799,8 @@ mod tests {
     #[test]
     fn malformed_header_figures_are_removed() {
         let table = &[
-            crate::header_figure!("x-compute-tokens", tokens = "input"),
-            crate::header_figure!("x-total-time"),
+            crate::figures::header_figure!("x-compute-tokens", tokens = "input"),
+            crate::figures::header_figure!("x-total-time"),
         ];
         let mut headers = HeaderMap::new();
         headers.insert("x-compute-tokens", "12".parse().unwrap());

@@ -500,9 +500,9 @@ fn exception_type(error: &serde_json::Value) -> &'static str {
 
 /// InvokeModel's header figures (Bedrock's own, beside the model's body).
 const INVOKE_HEADERS: &[crate::figures::HeaderFigure] = &[
-    crate::header_figure!("x-amzn-bedrock-input-token-count"),
-    crate::header_figure!("x-amzn-bedrock-output-token-count"),
-    crate::header_figure!("x-amzn-bedrock-invocation-latency"),
+    crate::figures::header_figure!("x-amzn-bedrock-input-token-count"),
+    crate::figures::header_figure!("x-amzn-bedrock-output-token-count"),
+    crate::figures::header_figure!("x-amzn-bedrock-invocation-latency"),
 ];
 
 /// `invoke` on Titan Text Embeddings v2.

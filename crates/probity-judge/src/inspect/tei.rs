@@ -11,13 +11,13 @@ use crate::json::Object;
 pub(super) struct Tei;
 
 const HEADERS: &[HeaderFigure] = &[
-    crate::header_figure!("x-compute-tokens", tokens = "input"),
-    crate::header_figure!("x-compute-characters"),
-    crate::header_figure!("x-compute-time"),
-    crate::header_figure!("x-total-time"),
-    crate::header_figure!("x-tokenization-time"),
-    crate::header_figure!("x-queue-time"),
-    crate::header_figure!("x-inference-time"),
+    crate::figures::header_figure!("x-compute-tokens", tokens = "input"),
+    crate::figures::header_figure!("x-compute-characters"),
+    crate::figures::header_figure!("x-compute-time"),
+    crate::figures::header_figure!("x-total-time"),
+    crate::figures::header_figure!("x-tokenization-time"),
+    crate::figures::header_figure!("x-queue-time"),
+    crate::figures::header_figure!("x-inference-time"),
 ];
 
 const EMBED: Endpoint = Endpoint {
