@@ -11,16 +11,17 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{HeaderValue, Method, StatusCode};
+use http::HeaderValue;
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
     Histogram, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tokio::time::Instant;
 
 use crate::config::UNKNOWN_CLIENT;
+use crate::context::RequestContext;
 use crate::forward::ForwardError;
+use probity_judge::outcome::Outcome;
 
 pub(crate) const REQUESTS_TOTAL: &str = "probity_requests_total";
 pub(crate) const REQUEST_DURATION_SECONDS: &str = "probity_request_duration_seconds";
@@ -46,10 +47,6 @@ pub(crate) const CAPTURE_DROPPED_TOTAL: &str = "probity_capture_dropped_total";
 pub(crate) const CAPTURE_WRITES_TOTAL: &str = "probity_capture_writes_total";
 pub(crate) const CAPTURE_WRITE_SECONDS: &str = "probity_capture_write_seconds";
 pub(crate) const BUILD_INFO: &str = "probity_build_info";
-
-/// The `route` label of a request that matched no route. Route names start
-/// with a letter or digit, so this never collides with one.
-pub(crate) const NO_ROUTE_LABEL: &str = "-";
 
 /// Buckets for request durations: model calls range from a millisecond
 /// (a cached embedding) to minutes (a long generation).
@@ -211,69 +208,6 @@ fn describe_captures() {
     );
 }
 
-/// What is known about one request when its response ends.
-pub(crate) struct RequestRecord {
-    pub(crate) request_id: HeaderValue,
-    pub(crate) route: Option<Arc<str>>,
-    /// The `[[clients]]` name the request was admitted as; `None` when
-    /// no client is configured or none was admitted (`unknown`).
-    pub(crate) client: Option<Arc<str>>,
-    pub(crate) method: Method,
-    /// The path only: a query string may carry a credential (`?key=`).
-    pub(crate) path: String,
-    pub(crate) status: StatusCode,
-    pub(crate) upstream_status: Option<StatusCode>,
-    pub(crate) started: Instant,
-    /// What of the time since `started` was spent waiting on others.
-    pub(crate) waited: Waited,
-    /// The upstream response was kept in the capture store.
-    pub(crate) captured: bool,
-    /// How an error is answered: the route dialect's envelope, and its
-    /// retry advice (OpenAI's shape until a route matched).
-    pub(crate) envelope: probity_judge::inspect::Envelope,
-    pub(crate) retry_invalid: bool,
-    /// The request's span, when spans are exported.
-    pub(crate) span: Option<Arc<crate::trace::RequestSpan>>,
-}
-
-impl RequestRecord {
-    /// Where an error of this request is answered.
-    pub(crate) fn answering(&self, mid_stream: bool) -> crate::error::Answering<'_> {
-        crate::error::Answering {
-            route: self.route.as_deref(),
-            request_id: &self.request_id,
-            envelope: self.envelope,
-            retry_invalid: self.retry_invalid,
-            mid_stream,
-        }
-    }
-}
-
-/// The time of an exchange that was not probity's own. What is left of its
-/// duration is probity's overhead (`probity_overhead_seconds`).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Waited {
-    /// Waiting on the upstream: from handing it the request to its answer's
-    /// head, for a whole answer's body frames, and while a stream waits for
-    /// its next bytes; for a chunked batch, the wall time while any chunk
-    /// is outstanding.
-    pub(crate) upstream: Duration,
-    /// Waiting on the client: reading its request body, and while the
-    /// answer waits for the client (hyper) to take its next piece.
-    pub(crate) client: Duration,
-    /// A Realtime session: its length is the session's, not overhead, so
-    /// none is recorded.
-    pub(crate) session: bool,
-}
-
-impl Waited {
-    /// probity's own share of `total`, never negative; `None` for a session.
-    fn overhead(&self, total: Duration) -> Option<Duration> {
-        let waited = self.upstream.saturating_add(self.client);
-        (!self.session).then(|| total.saturating_sub(waited))
-    }
-}
-
 /// How a response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ending {
@@ -296,12 +230,12 @@ impl Ending {
 }
 
 /// A response has ended: one log line and the request metrics.
-pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Ending) {
-    let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL);
-    let elapsed = record.started.elapsed();
-    let overhead = record.waited.overhead(elapsed);
-    let status = record.status.as_u16();
-    let client = record.client.as_deref().unwrap_or(UNKNOWN_CLIENT);
+pub(crate) fn request_finished(ctx: &RequestContext, bytes: u64, ending: Ending) {
+    let route = ctx.route_label();
+    let elapsed = ctx.started.elapsed();
+    let overhead = ctx.waited.overhead(elapsed);
+    let status = ctx.status.as_u16();
+    let client = ctx.client.as_deref().unwrap_or(UNKNOWN_CLIENT);
     with_series(route, |series| {
         series.count_request(route, client, status);
         let failed = status >= 500 || matches!(ending, Ending::Cut(_));
@@ -316,21 +250,22 @@ pub(crate) fn request_finished(record: &RequestRecord, bytes: u64, ending: Endin
         }
     });
     tracing::info!(
-        request_id = record.request_id.to_str().unwrap_or("-"),
+        request_id = ctx.request_id.to_str().unwrap_or("-"),
         route = %route,
         client,
-        method = %record.method,
-        path = %record.path,
+        method = %ctx.method,
+        path = %ctx.path,
         status,
-        upstream_status = record.upstream_status.map(|s| s.as_u16()),
+        upstream_status = ctx.upstream_status.map(|s| s.as_u16()),
         duration_ms = millis(elapsed),
         overhead_ms = overhead.map(millis),
         bytes,
         ending = ending.as_str(),
-        captured = record.captured,
+        outcome = ctx.outcome.map(Outcome::as_str),
+        captured = ctx.captured,
         "request"
     );
-    if let Some(span) = &record.span {
+    if let Some(span) = &ctx.span {
         let cut = match ending {
             Ending::Cut(kind) => Some(kind),
             Ending::Complete | Ending::ClientGone => None,
@@ -566,12 +501,12 @@ pub(crate) fn uninspected(route: &str, request_id: &HeaderValue, reason: &'stati
 }
 
 /// The first byte of a streamed response went out.
-pub(crate) fn stream_first_byte(record: &RequestRecord) {
-    let route = record.route.as_deref().unwrap_or(NO_ROUTE_LABEL);
+pub(crate) fn stream_first_byte(ctx: &RequestContext) {
+    let route = ctx.route_label();
     with_series(route, |series| {
         series
             .histogram(TIME_TO_FIRST_BYTE_SECONDS, route)
-            .record(record.started.elapsed().as_secs_f64());
+            .record(ctx.started.elapsed().as_secs_f64());
     });
 }
 
@@ -717,28 +652,4 @@ pub(crate) fn route_judged(route: &str, normalized: bool, rejected: bool, output
             }
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_overhead_is_what_the_waits_leave_and_never_negative() {
-        let ms = Duration::from_millis;
-        let waited = Waited {
-            upstream: ms(300),
-            client: ms(20),
-            session: false,
-        };
-        assert_eq!(waited.overhead(ms(321)), Some(ms(1)));
-        // Waits measured apart may add up past the total: none, not less.
-        assert_eq!(waited.overhead(ms(310)), Some(Duration::ZERO));
-        assert_eq!(Waited::default().overhead(ms(5)), Some(ms(5)));
-        let session = Waited {
-            session: true,
-            ..Waited::default()
-        };
-        assert_eq!(session.overhead(ms(60_000)), None);
-    }
 }

@@ -14,8 +14,9 @@ use tokio::time::Instant;
 use super::catch::catching;
 use super::held::HeldShare;
 use super::judged_stream::JudgedStream;
+use crate::context::RequestContext;
 use crate::forward::{ForwardError, Relay};
-use crate::telemetry::{self, Ending, RequestRecord};
+use crate::telemetry::{self, Ending};
 
 /// Why a body ended early: an upstream fault (counted and logged where it
 /// is polled), or a panic probity could not answer within the stream.
@@ -37,7 +38,8 @@ pub(crate) enum Payload {
 
 pub(crate) struct ResponseBody {
     payload: Payload,
-    record: Option<RequestRecord>,
+    /// The request's context, until its end is logged.
+    ctx: Option<RequestContext>,
     bytes: u64,
     first_byte_seen: bool,
     /// What the body has waited on since it last returned from a poll:
@@ -62,10 +64,10 @@ enum Parked {
 const SLICE: usize = 64 * 1024;
 
 impl ResponseBody {
-    pub(crate) fn new(payload: Payload, record: RequestRecord, held: Option<HeldShare>) -> Self {
+    pub(crate) fn new(payload: Payload, ctx: RequestContext, held: Option<HeldShare>) -> Self {
         Self {
             payload,
-            record: Some(record),
+            ctx: Some(ctx),
             bytes: 0,
             first_byte_seen: false,
             parked: None,
@@ -78,7 +80,7 @@ impl ResponseBody {
     pub(crate) fn switched() -> Self {
         Self {
             payload: Payload::Whole(None),
-            record: None,
+            ctx: None,
             bytes: 0,
             first_byte_seen: false,
             parked: None,
@@ -89,24 +91,23 @@ impl ResponseBody {
     /// The time since the last poll returned goes to what it was spent
     /// waiting on.
     fn settle(&mut self) {
-        let (Some((since, on)), Some(record)) = (self.parked.take(), &mut self.record) else {
+        let (Some((since, on)), Some(ctx)) = (self.parked.take(), &mut self.ctx) else {
             return;
         };
         let waited = since.elapsed();
         match on {
-            Parked::Upstream => record.waited.upstream += waited,
-            Parked::Client => record.waited.client += waited,
+            Parked::Upstream => ctx.waited.upstream += waited,
+            Parked::Client => ctx.waited.client += waited,
         }
     }
 
     fn finish(&mut self, ending: Ending) {
         self.settle();
-        if let Some(mut record) = self.record.take() {
+        if let Some(mut ctx) = self.ctx.take() {
             if let Payload::Checked(checked) = &mut self.payload {
-                checked.conclude();
-                record.captured |= checked.captured();
+                checked.conclude(&mut ctx);
             }
-            telemetry::request_finished(&record, self.bytes, ending);
+            telemetry::request_finished(&ctx, self.bytes, ending);
         }
     }
 
@@ -116,29 +117,33 @@ impl ResponseBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let polled = catching(|| match &mut self.payload {
-            Payload::Whole(Some(bytes)) if bytes.len() > SLICE => {
+        let ctx = &mut self.ctx;
+        let polled = catching(|| match (&mut self.payload, &mut *ctx) {
+            (Payload::Whole(Some(bytes)), _) if bytes.len() > SLICE => {
                 Poll::Ready(Some(Ok(Frame::data(bytes.split_to(SLICE)))))
             }
-            Payload::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Payload::Stream(relay) => Pin::new(relay).poll_frame(cx),
-            Payload::Checked(checked) => Pin::new(&mut **checked).poll_frame(cx),
+            (Payload::Whole(bytes), _) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            (Payload::Stream(relay), _) => Pin::new(relay).poll_frame(cx),
+            (Payload::Checked(checked), Some(ctx)) => checked.poll_judged(cx, ctx),
+            // Its end was logged: nothing more goes out.
+            (Payload::Checked(_), None) => Poll::Ready(None),
         });
         let what = match polled {
             Ok(polled) => return polled.map(|f| f.map(|r| r.map_err(BodyError::from))),
             Err(what) => what,
         };
-        if let Payload::Checked(checked) = &mut self.payload {
+        if let (Payload::Checked(checked), Some(ctx)) = (&mut self.payload, &mut self.ctx) {
             let answered = catching(|| {
-                checked.internal_error(what.clone());
-                Pin::new(&mut **checked).poll_frame(cx)
+                checked.internal_error(what.clone(), ctx);
+                checked.poll_judged(cx, ctx)
             });
             if let Ok(polled) = answered {
                 return polled.map(|f| f.map(|r| r.map_err(BodyError::from)));
             }
-        } else if let Some(record) = &self.record {
-            let route = record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
-            telemetry::internal_error(route, &record.request_id, &what);
+            // What it found is still finished before it goes.
+            checked.conclude(ctx);
+        } else if let Some(ctx) = &self.ctx {
+            telemetry::internal_error(ctx.route_label(), &ctx.request_id, &what);
         }
         self.payload = Payload::Whole(None);
         Poll::Ready(Some(Err(BodyError::Internal(what))))
@@ -160,10 +165,10 @@ impl Body for ResponseBody {
             Poll::Ready(Some(Ok(frame))) => {
                 this.bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
                 if !std::mem::replace(&mut this.first_byte_seen, true) {
-                    if let (Some(record), false) =
-                        (&this.record, matches!(this.payload, Payload::Whole(_)))
+                    if let (Some(ctx), false) =
+                        (&this.ctx, matches!(this.payload, Payload::Whole(_)))
                     {
-                        telemetry::stream_first_byte(record);
+                        telemetry::stream_first_byte(ctx);
                     }
                 }
                 if this.payload_ended() {
@@ -173,10 +178,13 @@ impl Body for ResponseBody {
             Poll::Ready(Some(Err(err))) => {
                 let kind = match err {
                     BodyError::Upstream(fault) => {
-                        if let Some(record) = &this.record {
-                            let route =
-                                record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
-                            telemetry::upstream_fault(route, &record.request_id, fault, true);
+                        if let Some(ctx) = &this.ctx {
+                            telemetry::upstream_fault(
+                                ctx.route_label(),
+                                &ctx.request_id,
+                                fault,
+                                true,
+                            );
                         }
                         fault.kind()
                     }
@@ -187,7 +195,7 @@ impl Body for ResponseBody {
             Poll::Ready(None) => this.finish(this.ending()),
             Poll::Pending => {}
         }
-        if this.record.is_some() {
+        if this.ctx.is_some() {
             this.parked = match &polled {
                 // Only a stream is ever pending: on its upstream's next bytes.
                 Poll::Pending => Some((Instant::now(), Parked::Upstream)),

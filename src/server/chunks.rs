@@ -15,13 +15,15 @@ use tokio::task::{self, AbortHandle, JoinSet};
 
 use super::body::Payload;
 use super::finish::{finish, Verbatim};
-use super::inspected::Call;
+use super::inspected::Inspect;
 use super::respond::{announce, respond};
-use crate::capture::ChunkAnswer;
+use super::Shared;
+use crate::capture::{Captures, ChunkAnswer};
+use crate::context::RequestContext;
 use crate::error::ProxyError;
 use crate::forward::{self, Fetched, Reading, Relay, Traced, UpstreamBody};
 use crate::route::Route;
-use crate::telemetry::{self, RequestRecord};
+use crate::telemetry;
 use crate::trace::RequestSpan;
 use probity_judge::batch::Part;
 use probity_judge::contract::SchemaCache;
@@ -103,33 +105,29 @@ struct ChunkReply {
 }
 
 pub(super) async fn send(
-    call: &Call<'_>,
+    (shared, route): (&Shared, &Arc<Route>),
+    inspect: &Inspect<'_>,
     bodies: Vec<Bytes>,
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
-    let endpoint = call.endpoint;
-    telemetry::chunked(&call.route.name);
+    let endpoint = inspect.endpoint;
+    telemetry::chunked(&route.name);
     let mut requests = Vec::with_capacity(bodies.len());
     for body in bodies {
         requests.push((
-            call.upstream_request(body.clone().into(), &record.request_id)?,
+            inspect.upstream_request(route, body.clone().into(), &ctx.request_id)?,
             body,
         ));
     }
     let outstanding = Arc::new(Outstanding::default());
-    let gathered = gather(
-        call,
-        endpoint,
-        requests,
-        (record.span.clone(), &outstanding),
-    )
-    .await;
-    record.waited.upstream += outstanding.total();
+    let gathered = gather(route, endpoint, requests, (ctx.span.clone(), &outstanding)).await;
+    ctx.waited.upstream += outstanding.total();
+    let captures = &*shared.captures;
     let answers = match gathered {
         Ok(answers) => answers,
-        Err(failure) => return failed(call, failure, record),
+        Err(failure) => return failed(captures, failure, ctx),
     };
-    stitched(call, endpoint, answers, record)
+    stitched(captures, endpoint, answers, ctx)
 }
 
 /// Sends the chunks, at most `max_chunk_concurrency` in flight, started in
@@ -139,12 +137,12 @@ pub(super) async fn send(
 /// input order. The JoinSet aborts whatever is left when dropped (the
 /// client went away, or the request is decided).
 async fn gather(
-    call: &Call<'_>,
+    route: &Arc<Route>,
     endpoint: &'static Endpoint,
     requests: Vec<(http::Request<UpstreamBody>, Bytes)>,
     (span, outstanding): (Option<Arc<RequestSpan>>, &Arc<Outstanding>),
 ) -> Result<Vec<ChunkReply>, ChunkFailure> {
-    let limit = call.route.max_chunk_concurrency.max(1);
+    let limit = route.max_chunk_concurrency.max(1);
     let total = requests.len();
     let mut pending = requests.into_iter().enumerate();
     let mut running: JoinSet<Result<ChunkReply, ChunkFailure>> = JoinSet::new();
@@ -159,8 +157,8 @@ async fn gather(
             let Some((index, (request, body))) = pending.next() else {
                 break;
             };
-            telemetry::chunk_sent(&call.route.name);
-            let route = call.route.clone();
+            telemetry::chunk_sent(&route.name);
+            let route = route.clone();
             let (span, outstanding) = (span.clone(), outstanding.clone());
             let task = async move {
                 let traced = span.as_deref().map(|span| Traced {
@@ -223,14 +221,14 @@ fn panicked(err: &task::JoinError) -> ChunkFailure {
 /// The request fails with the first chunk's failure, answered like an
 /// unchunked call's.
 fn failed(
-    call: &Call<'_>,
+    captures: &Captures,
     failure: ChunkFailure,
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
     match failure {
         ChunkFailure::Proxy(err) => Err(err),
         ChunkFailure::Internal(what) => {
-            telemetry::internal_error(&call.route.name, &record.request_id, &what);
+            telemetry::internal_error(ctx.route_label(), &ctx.request_id, &what);
             Err(ProxyError::Internal { what })
         }
         ChunkFailure::Rejected(violation, parts, body) => {
@@ -245,30 +243,26 @@ fn failed(
                 body,
                 chunks: Vec::new(),
             };
-            record.captured = finish(&call.scope(record), &findings, verbatim);
+            finish(ctx, captures, &findings, verbatim);
             Err(violation.into())
         }
         ChunkFailure::Upstream(parts, body) => {
-            record.upstream_status = Some(parts.status);
-            Ok(respond(
-                parts,
-                &record.request_id,
-                Payload::Whole(Some(body)),
-            ))
+            ctx.upstream_status = Some(parts.status);
+            Ok(respond(parts, &ctx.request_id, Payload::Whole(Some(body))))
         }
         ChunkFailure::UpstreamStream(parts, relay) => {
-            record.upstream_status = Some(parts.status);
-            Ok(respond(parts, &record.request_id, Payload::Stream(relay)))
+            ctx.upstream_status = Some(parts.status);
+            Ok(respond(parts, &ctx.request_id, Payload::Stream(relay)))
         }
     }
 }
 
 /// Stitches the chunks' answers and finishes the result like any response.
 fn stitched(
-    call: &Call<'_>,
+    captures: &Captures,
     endpoint: &'static Endpoint,
     answers: Vec<ChunkReply>,
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
     let parts: Vec<&Part> = answers.iter().map(|a| &a.part).collect();
     let status = answers.first().map_or(StatusCode::OK, |a| a.status);
@@ -296,7 +290,7 @@ fn stitched(
                 rejected: Some(violation.invariant),
                 ..Findings::default()
             };
-            record.captured = finish(&call.scope(record), &findings, verbatim);
+            finish(ctx, captures, &findings, verbatim);
             return Err(violation.into());
         }
     };
@@ -313,8 +307,8 @@ fn stitched(
         stitched: true,
         ..Findings::default()
     };
-    record.upstream_status = Some(status);
-    record.captured = finish(&call.scope(record), &findings, verbatim);
+    ctx.upstream_status = Some(status);
+    finish(ctx, captures, &findings, verbatim);
 
     let mut upstream = Response::new(());
     *upstream.status_mut() = status;
@@ -323,10 +317,10 @@ fn stitched(
     upstream
         .headers
         .insert(CONTENT_LENGTH, stitched.body.len().into());
-    announce(&mut upstream.headers, &findings, record);
+    announce(&mut upstream.headers, &findings, ctx);
     Ok(respond(
         upstream,
-        &record.request_id,
+        &ctx.request_id,
         Payload::Whole(Some(stitched.body)),
     ))
 }

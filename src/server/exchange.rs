@@ -36,18 +36,19 @@ use super::catch::{injected_panic, CatchPanic};
 use super::chunks;
 use super::head;
 use super::held::{Delivery, Holder, Reserved};
-use super::inspected::Call;
+use super::inspected::{self, Inspect};
 use super::respond::{cannot_build, error_response, respond};
 use super::tunnel;
 use super::Shared;
+use crate::context::{RequestContext, Waited};
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ClientFault, Fetched, Reading, Traced, UpstreamBody};
 use crate::request_id::request_id;
 use crate::route::{Matched, Route, RouteTable};
-use crate::telemetry::{self, RequestRecord, Waited};
+use crate::telemetry;
 use crate::trace;
 use probity_judge::batch;
-use probity_judge::inspect::{self, Asked, Endpoint, Envelope};
+use probity_judge::inspect::{self, Asked};
 
 /// The proxy's service: every request gets exactly one response.
 pub(super) async fn handle(
@@ -57,48 +58,34 @@ pub(super) async fn handle(
     let delivery = request.extensions().get::<Arc<Delivery>>().cloned();
     let peer = request.extensions().get::<head::Peer>().copied();
     let address = head::client_address(request.headers(), peer, shared.trusted_hops);
-    let mut record = RequestRecord {
-        request_id: request_id(request.headers()),
-        route: None,
-        client: None,
-        method: request.method().clone(),
-        path: request.uri().path().to_string(),
-        status: http::StatusCode::OK,
-        upstream_status: None,
-        started: Instant::now(),
-        waited: Waited::default(),
-        captured: false,
-        envelope: Envelope::Nested,
-        retry_invalid: false,
-        span: (shared.tracer.as_ref()).and_then(|t| t.request(request.headers(), request.method())),
-    };
+    let (head, body) = request.into_parts();
+    let span = (shared.tracer.as_ref()).and_then(|t| t.request(&head.headers, &head.method));
+    let mut ctx = RequestContext::arrived(request_id(&head.headers), &head, span);
     let mut reserved = None;
     let mut opened = None;
     let outcome = CatchPanic::new(exchange(
         &shared,
-        request,
-        address,
+        (head, body, address),
         (&mut reserved, &mut opened),
-        &mut record,
+        &mut ctx,
     ))
     .await;
     let response = match outcome {
         Ok(Ok(response)) => response,
-        Ok(Err(err)) => error_response(&err, &record),
+        Ok(Err(err)) => error_response(&err, &ctx),
         Err(what) => {
-            let route = record.route.as_deref().unwrap_or(telemetry::NO_ROUTE_LABEL);
-            telemetry::internal_error(route, &record.request_id, &what);
-            error_response(&ProxyError::Internal { what }, &record)
+            telemetry::internal_error(ctx.route_label(), &ctx.request_id, &what);
+            error_response(&ProxyError::Internal { what }, &ctx)
         }
     };
-    record.status = response.status();
+    ctx.status = response.status();
     if let (Some(pending), StatusCode::SWITCHING_PROTOCOLS) = (opened, response.status()) {
-        tokio::spawn(pending.run(record, shared.tunnels.clone()));
+        tokio::spawn(pending.run(ctx, shared.tunnels.clone()));
         return Ok(response.map(|_| ResponseBody::switched()));
     }
     let share = match response.body() {
         Payload::Whole(Some(bytes)) => {
-            let holder = Holder::of(record.client.as_deref(), address);
+            let holder = Holder::of(ctx.client.as_deref(), address);
             if let Some(reserved) = &reserved {
                 reserved.answered(bytes.len() as u64);
             }
@@ -112,7 +99,7 @@ pub(super) async fn handle(
     };
     // Given back only now that the answer itself is counted.
     drop(reserved);
-    Ok(response.map(|payload| ResponseBody::new(payload, record, share)))
+    Ok(response.map(|payload| ResponseBody::new(payload, ctx, share)))
 }
 
 /// What probity does with a request once its route is known: one typed
@@ -125,7 +112,7 @@ enum Plan<'a> {
     Passthrough(Incoming),
     /// Inspected: its answer judged (`inspected`), sent as it came or in
     /// chunks.
-    Inspected(Inspect, Sending),
+    Inspected(Inspect<'a>, Sending),
 }
 
 /// How an inspected request goes upstream.
@@ -138,13 +125,6 @@ enum Sending {
     One(Reading),
 }
 
-/// An inspected request's endpoint and body (read whole: inspection needs
-/// it).
-struct Inspect {
-    endpoint: &'static Endpoint,
-    body: Bytes,
-}
-
 /// The phases of one request, in order: admit (its route and client), plan
 /// (what is done with it), then forward, judge and respond as the plan
 /// says; the last phase, finish, runs when its body ends (`body`). `address`
@@ -153,49 +133,43 @@ struct Inspect {
 /// `opened`.
 async fn exchange(
     shared: &Shared,
-    request: Request<Incoming>,
-    address: Option<std::net::IpAddr>,
+    (mut head, body, address): (request::Parts, Incoming, Option<std::net::IpAddr>),
     (reserved, opened): (&mut Option<Reserved>, &mut Option<tunnel::ReadyTunnel>),
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
-    let (mut parts, body) = request.into_parts();
-    let upgrade =
-        head::check(&parts)?.map(|asked| tunnel::Upgrade::take(asked, &mut parts, opened));
-    let peer = parts.extensions.get::<head::Peer>().copied();
-    head::clean(&mut parts.headers, peer, shared.trusted_hops);
+    let upgrade = head::check(&head)?.map(|asked| tunnel::Upgrade::take(asked, &mut head, opened));
+    let peer = head.extensions.get::<head::Peer>().copied();
+    head::clean(&mut head.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
     // request (or a stream) in flight.
     let routes = shared.routes.current();
-    let matched = admit(record, (&routes, parts.uri.path()), &mut parts.headers)?;
+    let matched = admit(ctx, (&routes, head.uri.path()), &mut head.headers)?;
     let (route, rest) = (matched.route, matched.rest);
-    let path = route.upstream.path(rest);
+    ctx.upstream_path = route.upstream.path(rest);
     let asked = (upgrade, body, address, &mut *reserved);
-    let inspect = match plan(shared, route, &parts, &path, asked, record).await? {
-        Plan::Tunnel(asked) => return tunnel::open(route, &parts, rest, asked, record).await,
-        Plan::Passthrough(body) => {
-            return passthrough(route, &parts, rest, body, record, shared).await
-        }
+    let (inspect, sending) = match plan(shared, route, (&head, rest), asked, ctx).await? {
+        Plan::Tunnel(asked) => return tunnel::open(route, &head, rest, asked, ctx).await,
+        Plan::Passthrough(body) => return passthrough(route, &head, rest, body, ctx, shared).await,
         Plan::Inspected(inspect, sending) => (inspect, sending),
     };
-    let (inspect, sending) = inspect;
-    let call = Call::new(
-        shared,
-        route,
-        &parts,
-        (rest, &path),
-        (inspect.endpoint, &inspect.body),
-    );
     let reading = match sending {
-        Sending::Chunked(bodies) => return chunks::send(&call, bodies, record).await,
+        Sending::Chunked(bodies) => {
+            return chunks::send((shared, route), &inspect, bodies, ctx).await
+        }
         Sending::One(reading) => reading,
     };
-    let upstream_request =
-        call.upstream_request(inspect.body.clone().into(), &record.request_id)?;
-    let traced = record.span.as_deref().map(Traced::request);
-    let waited = &mut record.waited.upstream;
+    let body = inspect.body.clone().into();
+    let upstream_request = inspect.upstream_request(route, body, &ctx.request_id)?;
+    let traced = ctx.span.as_deref().map(Traced::request);
+    let waited = &mut ctx.waited.upstream;
+    let on = (shared, &**route);
     match forward::fetch(&route.upstream, upstream_request, reading, traced, waited).await? {
-        Fetched::Whole(upstream, bytes, scanner) => call.whole(upstream, bytes, scanner, record),
-        Fetched::Stream(upstream, relay) => Ok(call.streamed(upstream, relay, record)),
+        Fetched::Whole(upstream, bytes, scanner) => {
+            inspected::whole(on, &inspect, (upstream, bytes, scanner), ctx)
+        }
+        Fetched::Stream(upstream, relay) => {
+            Ok(inspected::streamed(on, &inspect, (upstream, relay), ctx))
+        }
     }
 }
 
@@ -205,19 +179,19 @@ async fn exchange(
 async fn plan<'a>(
     shared: &Shared,
     route: &Route,
-    parts: &request::Parts,
-    path: &str,
+    (parts, rest): (&'a request::Parts, &'a str),
     (upgrade, body, address, reserved): (
         Option<tunnel::Upgrade<'a>>,
         Incoming,
         Option<std::net::IpAddr>,
         &mut Option<Reserved>,
     ),
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Plan<'a>, ProxyError> {
     if let Some(asked) = upgrade {
         return Ok(Plan::Tunnel(asked));
     }
+    let path = ctx.upstream_path.as_str();
     // The dialect's table decides by method: every POST it names, and the
     // few reads it names (a GET answering the same object as a POST).
     let endpoint = match parts.method {
@@ -225,7 +199,7 @@ async fn plan<'a>(
         Method::GET => route.dialect.read(path, parts.uri.query()),
         _ => None,
     };
-    injected_panic("exchange", &record.request_id);
+    injected_panic("exchange", &ctx.request_id);
     let Some(endpoint) = endpoint else {
         // A POST the dialect knows but cannot judge (a Bedrock model of
         // no known family) is counted as such.
@@ -233,15 +207,15 @@ async fn plan<'a>(
             .then(|| route.dialect.unjudged(path))
             .flatten();
         if let Some(reason) = unjudged {
-            telemetry::uninspected(&route.name, &record.request_id, reason);
+            telemetry::uninspected(&route.name, &ctx.request_id, reason);
         }
         return Ok(Plan::Passthrough(body));
     };
-    let holder = Holder::of(record.client.as_deref(), address);
+    let holder = Holder::of(ctx.client.as_deref(), address);
     *reserved = Some(shared.held.admit(&holder, &route.name)?);
-    let body = read_body(body, &parts.headers, shared, &mut record.waited).await?;
-    if let Some(span) = &record.span {
-        span.requested(endpoint.operation(), &body, path);
+    let body = read_body(body, &parts.headers, shared, &mut ctx.waited).await?;
+    if let Some(span) = &ctx.span {
+        span.requested(endpoint.operation(), &body, &ctx.upstream_path);
     }
     let split = route
         .max_batch_inputs
@@ -252,7 +226,12 @@ async fn plan<'a>(
         Asked::Document => Reading::Document,
         Asked::Stream => Reading::Stream,
     };
-    let inspect = Inspect { endpoint, body };
+    let inspect = Inspect {
+        endpoint,
+        client: parts,
+        rest,
+        body,
+    };
     Ok(match split {
         Some(bodies) => Plan::Inspected(inspect, Sending::Chunked(bodies)),
         None => Plan::Inspected(inspect, Sending::One(reading)),
@@ -260,10 +239,10 @@ async fn plan<'a>(
 }
 
 /// The admit phase: the request's route, and its client admitted (or
-/// refused); its record and span learn both. Only an admitted client
+/// refused); its context and span learn both. Only an admitted client
 /// learns which prefixes exist when none matches.
 fn admit<'t>(
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
     (routes, path): (&'t RouteTable, &'t str),
     headers: &mut HeaderMap,
 ) -> Result<Matched<'t>, ProxyError> {
@@ -279,29 +258,27 @@ fn admit<'t>(
         }
     };
     let route = matched.route;
-    record.route = Some(route.name.clone());
-    record.envelope = route.dialect.error_envelope();
-    record.retry_invalid = route.retry_invalid;
-    record.client = clients
+    ctx.route = Some(route.clone());
+    ctx.client = clients
         .admit(headers, &[route.dialect.credential()])
         .map_err(|refused| {
-            telemetry::refused(&route.name, &record.request_id, &refused);
+            telemetry::refused(&route.name, &ctx.request_id, &refused);
             RequestError::Unauthenticated {
                 header: refused.header,
                 prefix: refused.prefix,
             }
         })?;
-    routed(record, route);
+    routed(ctx, route);
     Ok(matched)
 }
 
 /// The request's span learns its route.
-fn routed(record: &RequestRecord, route: &Route) {
-    if let Some(span) = &record.span {
+fn routed(ctx: &RequestContext, route: &Route) {
+    if let Some(span) = &ctx.span {
         let (address, port) = route.upstream.address();
         span.routed(&trace::Routed {
             route: &route.name,
-            client: record.client.as_deref(),
+            client: ctx.client.as_deref(),
             provider: route.dialect.provider(),
             server_address: address,
             server_port: port,
@@ -318,7 +295,7 @@ async fn passthrough(
     client: &request::Parts,
     rest: &str,
     body: Incoming,
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
     shared: &Shared,
 ) -> Result<Response<Payload>, ProxyError> {
     let fault = ClientFault::default();
@@ -326,18 +303,17 @@ async fn passthrough(
         // A signature covers the body's hash: it is read whole first
         // (within max_request_bytes).
         Some(_) => {
-            let body = read_body(body, &client.headers, shared, &mut record.waited).await?;
+            let body = read_body(body, &client.headers, shared, &mut ctx.waited).await?;
             UpstreamBody::from(body)
         }
         None => UpstreamBody::Streaming(body, fault.clone()),
     };
-    let request =
-        forward::upstream_request(&route.upstream, client, rest, body, &record.request_id)
-            .map_err(cannot_build)?;
-    let traced = record.span.as_deref().map(Traced::request);
+    let request = forward::upstream_request(&route.upstream, client, rest, body, &ctx.request_id)
+        .map_err(cannot_build)?;
+    let traced = ctx.span.as_deref().map(Traced::request);
     // A streamed upload goes out within this call: its time is the
     // upstream's and the client's, never probity's.
-    let waited = &mut record.waited.upstream;
+    let waited = &mut ctx.waited.upstream;
     let fetched = match forward::fetch(
         &route.upstream,
         request,
@@ -361,8 +337,8 @@ async fn passthrough(
         Fetched::Stream(upstream, relay) => (upstream, Payload::Stream(relay)),
         Fetched::Whole(upstream, bytes, _) => (upstream, Payload::Whole(Some(bytes))),
     };
-    record.upstream_status = Some(upstream.status);
-    Ok(respond(upstream, &record.request_id, payload))
+    ctx.upstream_status = Some(upstream.status);
+    Ok(respond(upstream, &ctx.request_id, payload))
 }
 
 /// Reads the client's body, refusing it (before reading, when the length is

@@ -3,20 +3,17 @@
 //! what was found is counted, logged and, when anything was changed or
 //! rejected, captured here and only here, so the three paths cannot drift.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, StatusCode};
 
 use crate::capture::{chosen, Capture, Captures, ChunkAnswer};
-use crate::config::CapturePolicy;
+use crate::context::RequestContext;
 use crate::telemetry;
-use crate::trace::RequestSpan;
 use probity_judge::inspect::Findings;
 use probity_judge::violation::Invariant;
 
-/// What the request's span shows of the findings.
 /// The upstream response as it came, for the capture store.
 pub(crate) struct Verbatim {
     pub(crate) status: StatusCode,
@@ -29,58 +26,53 @@ pub(crate) struct Verbatim {
     pub(crate) chunks: Vec<ChunkAnswer>,
 }
 
-/// Where a finished response belongs.
-pub(crate) struct Scope<'a> {
-    pub(crate) route: &'a Arc<str>,
-    /// The admitted client's name (`None`: `unknown`).
-    pub(crate) client: Option<&'a str>,
-    pub(crate) request_id: &'a HeaderValue,
-    pub(crate) endpoint: &'a str,
-    pub(crate) dialect: &'static str,
-    /// The route's `capture` and `capture_sample`.
-    pub(crate) policy: CapturePolicy,
-    pub(crate) captures: &'a Captures,
-    /// The request's span, when spans are exported.
-    pub(crate) span: Option<&'a RequestSpan>,
-}
-
-/// Counts, logs and captures what inspection found; whether the upstream
-/// response was captured.
-pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim) -> bool {
-    let (route, request_id) = (&**scope.route, scope.request_id);
+/// Counts, logs and captures what inspection found, and tells the request's
+/// context its outcome and whether the upstream response was captured.
+pub(crate) fn finish(
+    ctx: &mut RequestContext,
+    captures: &Captures,
+    findings: &Findings,
+    verbatim: Verbatim,
+) {
+    let outcome = findings.outcome();
+    ctx.outcome = Some(outcome);
+    let Some(route) = ctx.route.clone() else {
+        return;
+    };
+    let (route, request_id) = (&route, &ctx.request_id);
+    let (name, client) = (&*route.name, ctx.client.as_deref());
     if let Some(reason) = findings.uninspected {
-        telemetry::uninspected(route, request_id, reason);
+        telemetry::uninspected(name, request_id, reason);
     }
     if let Some(invariant) = findings.rejected {
-        telemetry::invalid_response(route, request_id, invariant.as_str());
+        telemetry::invalid_response(name, request_id, invariant.as_str());
     }
-    telemetry::tokens(route, &findings.tokens);
-    telemetry::upstream_stream_errors(route, findings.upstream_errors);
+    telemetry::tokens(name, &findings.tokens);
+    telemetry::upstream_stream_errors(name, findings.upstream_errors);
     if !findings.malformed.is_empty() {
-        telemetry::figures_normalized(route, request_id, &findings.malformed);
+        telemetry::figures_normalized(name, request_id, &findings.malformed);
     }
     if let Some((task, verdict)) = &findings.output {
         telemetry::output_judged(task, verdict.valid());
         if !verdict.valid() {
-            telemetry::output_invalid(task, scope.client, request_id, &verdict.reasons);
+            telemetry::output_invalid(task, client, request_id, &verdict.reasons);
         }
     }
-    if let Some(span) = scope.span {
+    if let Some(span) = &ctx.span {
         span.judged(findings);
     }
     let output = findings.output.as_ref().map(|(_, verdict)| verdict.valid());
     let normalized = !findings.pointers.is_empty();
-    telemetry::route_judged(route, normalized, findings.rejected.is_some(), output);
-    let outcome = findings.outcome();
-    if !chosen(scope.policy, outcome, request_id.as_bytes()) {
-        return false;
+    telemetry::route_judged(name, normalized, findings.rejected.is_some(), output);
+    if !chosen(route.capture, outcome, request_id.as_bytes()) {
+        return;
     }
-    scope.captures.keep(Capture {
+    ctx.captured = captures.keep(Capture {
         request_id: request_id.to_str().unwrap_or_default().to_string(),
         time: SystemTime::now(),
-        route: scope.route.clone(),
-        endpoint: scope.endpoint.to_string(),
-        dialect: scope.dialect,
+        route: route.name.clone(),
+        endpoint: ctx.upstream_path.clone(),
+        dialect: route.dialect.name(),
         outcome,
         pointers: findings.pointers.clone(),
         invariant: findings.rejected.map(Invariant::as_str).or(findings.cut),
@@ -90,5 +82,5 @@ pub(crate) fn finish(scope: &Scope<'_>, findings: &Findings, verbatim: Verbatim)
         body: verbatim.body,
         body_bytes: verbatim.body_bytes,
         chunks: verbatim.chunks,
-    })
+    });
 }

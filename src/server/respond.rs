@@ -8,9 +8,10 @@ use http::header::{HeaderName, HeaderValue};
 use http::{response, HeaderMap, Response};
 
 use super::body::Payload;
+use crate::context::RequestContext;
 use crate::error::ProxyError;
 use crate::forward::{self, remove_hop_by_hop, X_REQUEST_ID};
-use crate::telemetry::{self, RequestRecord};
+use crate::telemetry;
 use probity_judge::figures;
 use probity_judge::inspect::Findings;
 
@@ -27,7 +28,7 @@ pub(crate) const PROBITY_CAPTURE: HeaderName = HeaderName::from_static("probity-
 /// States what inspection found in the response's headers:
 /// `probity-normalized`, `probity-output` (and its reasons), and
 /// `probity-capture` when the verbatim upstream response was kept.
-pub(super) fn announce(headers: &mut HeaderMap, findings: &Findings, record: &RequestRecord) {
+pub(super) fn announce(headers: &mut HeaderMap, findings: &Findings, ctx: &RequestContext) {
     if !findings.pointers.is_empty() {
         if let Ok(list) = HeaderValue::try_from(figures::normalized_list(&findings.pointers)) {
             headers.insert(PROBITY_NORMALIZED, list);
@@ -44,25 +45,23 @@ pub(super) fn announce(headers: &mut HeaderMap, findings: &Findings, record: &Re
             headers.insert(PROBITY_OUTPUT_REASON, reasons);
         }
     }
-    if record.captured {
-        headers.insert(PROBITY_CAPTURE, record.request_id.clone());
+    if ctx.captured {
+        headers.insert(PROBITY_CAPTURE, ctx.request_id.clone());
     }
 }
 
 /// An error, answered in the one error shape; an upstream fault is counted
 /// here (a broken payload was counted when it was found).
-pub(super) fn error_response(err: &ProxyError, record: &RequestRecord) -> Response<Payload> {
-    let route = record.route.as_deref();
+pub(super) fn error_response(err: &ProxyError, ctx: &RequestContext) -> Response<Payload> {
     if let ProxyError::Forward(fault) = err {
-        let label = route.unwrap_or(telemetry::NO_ROUTE_LABEL);
-        telemetry::upstream_fault(label, &record.request_id, fault, false);
+        telemetry::upstream_fault(ctx.route_label(), &ctx.request_id, fault, false);
     }
-    if let Some(span) = &record.span {
+    if let Some(span) = &ctx.span {
         span.failed(err.kind());
     }
-    let mut response = err.respond(&record.answering(false));
-    if record.captured {
-        let id = record.request_id.clone();
+    let mut response = err.respond(&ctx.answering(false));
+    if ctx.captured {
+        let id = ctx.request_id.clone();
         response.headers_mut().insert(PROBITY_CAPTURE, id);
     }
     response.map(|body| Payload::Whole(Some(body)))

@@ -37,10 +37,11 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::body::Payload;
 use super::respond::respond;
+use crate::context::RequestContext;
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ForwardError, Handshake, UpstreamBody};
 use crate::route::Route;
-use crate::telemetry::{self, Ending, RequestRecord};
+use crate::telemetry::{self, Ending};
 use probity_judge::inspect::realtime::{self, EventKind};
 
 /// How long a side has to answer a close frame before its connection is
@@ -156,18 +157,17 @@ pub(super) async fn open(
     client: &request::Parts,
     rest: &str,
     asked: Upgrade<'_>,
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
     let Upgrade {
         protocol,
         on_upgrade,
         opened,
     } = asked;
-    let path = route.upstream.path(rest);
     let tunnelled = protocol.trim().eq_ignore_ascii_case("websocket")
         && client.method == Method::GET
         && client.version == Version::HTTP_11
-        && route.dialect.realtime(&path);
+        && route.dialect.realtime(&ctx.upstream_path);
     if !tunnelled {
         return Err(RequestError::Upgrade {
             protocol: protocol.to_string(),
@@ -187,26 +187,22 @@ pub(super) async fn open(
         .into());
     };
     let key = generate_key();
-    let request = handshake(route, client, rest, &key, record)?;
-    let (upstream, io) = match shake_hands(route, request, &key, record).await? {
+    let request = handshake(route, client, rest, &key, ctx)?;
+    let (upstream, io) = match shake_hands(route, request, &key, ctx).await? {
         Handshake::Switched(parts, io) => (parts, io),
         Handshake::Refused(parts, body) => {
-            record.upstream_status = Some(parts.status);
-            return Ok(respond(
-                parts,
-                &record.request_id,
-                Payload::Whole(Some(body)),
-            ));
+            ctx.upstream_status = Some(parts.status);
+            return Ok(respond(parts, &ctx.request_id, Payload::Whole(Some(body))));
         }
     };
-    record.upstream_status = Some(upstream.status);
+    ctx.upstream_status = Some(upstream.status);
     let Some(on_upgrade) = on_upgrade else {
         return Err(ProxyError::Internal {
             what: "the client connection cannot be upgraded".into(),
         });
     };
     let chosen = upstream.headers.get(SEC_WEBSOCKET_PROTOCOL).cloned();
-    let mut response = respond(upstream, &record.request_id, Payload::Whole(None));
+    let mut response = respond(upstream, &ctx.request_id, Payload::Whole(None));
     let headers = response.headers_mut();
     for name in [SEC_WEBSOCKET_EXTENSIONS, SEC_WEBSOCKET_PROTOCOL] {
         headers.remove(name);
@@ -237,11 +233,11 @@ async fn shake_hands(
     route: &Route,
     request: http::Request<UpstreamBody>,
     key: &str,
-    record: &mut RequestRecord,
+    ctx: &mut RequestContext,
 ) -> Result<Handshake, ForwardError> {
     let asked = Instant::now();
     let handshake = forward::upgrade(&route.upstream, request, key).await;
-    record.waited.upstream += asked.elapsed();
+    ctx.waited.upstream += asked.elapsed();
     handshake
 }
 
@@ -253,14 +249,14 @@ fn handshake(
     client: &request::Parts,
     rest: &str,
     key: &str,
-    record: &RequestRecord,
+    ctx: &RequestContext,
 ) -> Result<http::Request<UpstreamBody>, ProxyError> {
     let mut request = forward::upstream_request(
         &route.upstream,
         client,
         rest,
         Bytes::new().into(),
-        &record.request_id,
+        &ctx.request_id,
     )
     .map_err(|err| ProxyError::Internal {
         what: format!("cannot build the upstream handshake ({err})"),
@@ -307,12 +303,12 @@ fn strip_key_protocol(headers: &mut http::HeaderMap) {
 impl ReadyTunnel {
     /// Relays the session once the client's connection has switched, and
     /// ends the request when it ends.
-    pub(super) async fn run(self, mut record: RequestRecord, tunnels: Arc<Tunnels>) {
-        record.waited.session = true;
+    pub(super) async fn run(self, mut ctx: RequestContext, tunnels: Arc<Tunnels>) {
+        ctx.waited.session = true;
         let _open = Open::enter(&tunnels);
         let _slot = self.slot;
         let Ok(client) = self.client.await else {
-            telemetry::request_finished(&record, 0, Ending::ClientGone);
+            telemetry::request_finished(&ctx, 0, Ending::ClientGone);
             return;
         };
         let limit =
@@ -334,7 +330,7 @@ impl ReadyTunnel {
             )
             .await,
             route: self.route,
-            record: &record,
+            ctx: &ctx,
             bytes: 0,
         };
         let mut closing = tunnels.closing.subscribe();
@@ -345,7 +341,7 @@ impl ReadyTunnel {
             relay.run(&mut closing).await
         };
         let bytes = relay.bytes;
-        telemetry::request_finished(&record, bytes, ending);
+        telemetry::request_finished(&ctx, bytes, ending);
     }
 }
 
@@ -358,7 +354,7 @@ struct TunnelEnds<'r> {
     client: Socket,
     upstream: Socket,
     route: Arc<Route>,
-    record: &'r RequestRecord,
+    ctx: &'r RequestContext,
     /// Payload bytes sent to the client.
     bytes: u64,
 }
@@ -436,7 +432,7 @@ impl TunnelEnds<'_> {
                     upstream: self.route.upstream.display.clone(),
                     limit,
                 };
-                telemetry::upstream_fault(&self.route.name, &self.record.request_id, &fault, true);
+                telemetry::upstream_fault(&self.route.name, &self.ctx.request_id, &fault, true);
                 let reason = self.too_large_reason("the upstream");
                 self.close_both(CloseCode::Size, &reason).await;
                 return Step::Ended(Ending::Cut(fault.kind()));
@@ -471,7 +467,7 @@ impl TunnelEnds<'_> {
             upstream: self.route.upstream.display.clone(),
             cause: err.to_string(),
         };
-        telemetry::upstream_fault(&self.route.name, &self.record.request_id, &fault, true);
+        telemetry::upstream_fault(&self.route.name, &self.ctx.request_id, &fault, true);
         let _ = self
             .client
             .send(close(
@@ -491,13 +487,13 @@ impl TunnelEnds<'_> {
         let frame = realtime::judge_server_text(text.as_bytes());
         let route = &self.route.name;
         match frame.kind {
-            EventKind::Error => telemetry::realtime_error(route, &self.record.request_id),
+            EventKind::Error => telemetry::realtime_error(route, &self.ctx.request_id),
             EventKind::ResponseDone => {
                 telemetry::tokens(route, &frame.judgement.tokens);
                 if !frame.judgement.malformed.is_empty() {
                     telemetry::figures_normalized(
                         route,
-                        &self.record.request_id,
+                        &self.ctx.request_id,
                         &frame.judgement.malformed,
                     );
                 }

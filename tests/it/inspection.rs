@@ -30,6 +30,7 @@ async fn a_malformed_value_never_reaches_logs_or_metrics() {
     assert_eq!(got.header("probity-capture"), Some(id));
     let line = probity.request_log(id).await;
     assert_eq!(line["captured"], true);
+    assert_eq!(line["outcome"], "normalized");
 
     let metrics = get(&probity.admin_url("/metrics")).await.text();
     assert!(!metrics.contains("4711"), "{metrics}");

@@ -147,6 +147,11 @@ async fn a_passthrough_answer_that_comes_late_costs_probity_little() {
     let got = get(&probity.url("/openai/v1/models")).await;
     assert_eq!(got.text(), r#"{"object": "list", "data": []}"#);
     slow_upstream_is_not_overhead(&probity, &got, UPSTREAM_DELAY * 2).await;
+    // Nothing judged it: its line names no outcome.
+    let line = probity
+        .request_log(got.header("x-request-id").unwrap())
+        .await;
+    assert_eq!(line.get("outcome"), None, "{line}");
 }
 
 #[tokio::test]

@@ -218,6 +218,8 @@ async fn whole_streamed_and_chunked_responses_report_alike() {
         // The same log fields.
         let log = probity.request_log(&id).await;
         assert_eq!(log["captured"], true, "{}: {log}", path.route);
+        // The one ranking: the log line's outcome is the capture's.
+        assert_eq!(log["outcome"], path.outcome, "{}: {log}", path.route);
         assert_eq!(log["ending"], "complete", "{}: {log}", path.route);
         assert_eq!(log["status"], 200);
 
