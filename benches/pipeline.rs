@@ -173,9 +173,9 @@ fn embeddings_inspection(c: &mut Criterion) {
         assert!(
             matches!(
                 inspect::inspect(endpoint, &exchange, &contracts),
-                Verdict::Checked(_)
+                Verdict::Sound(_)
             ),
-            "{name}: checked"
+            "{name}: sound"
         );
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(name, |b| {

@@ -140,25 +140,15 @@ fn whole(
                 body,
             }
         }
-        Verdict::Checked(checked) => {
-            let pointers = checked.judgement.pointers;
-            let reasons = checked
-                .output
-                .map(|o| o.verdict.reasons)
-                .unwrap_or_default();
-            // The proxy's ranking (inspect/findings.rs), for what a whole
-            // answer can come to.
-            let outcome = match (reasons.is_empty(), pointers.is_empty()) {
-                (false, _) => Outcome::OutputInvalid,
-                (true, false) => Outcome::Normalized,
-                (true, true) => Outcome::Passed,
-            };
+        Verdict::Sound(sound) => {
+            let findings = sound.findings;
+            let reasons = findings.reasons().to_vec();
             Report {
-                outcome: outcome.as_str(),
-                pointers,
+                outcome: findings.outcome().as_str(),
+                pointers: findings.pointers,
                 invariant: None,
                 output_reasons: reasons,
-                body: checked.body.unwrap_or(response),
+                body: sound.body.unwrap_or(response),
             }
         }
     }

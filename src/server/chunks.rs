@@ -14,7 +14,7 @@ use http::{response, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use tokio::task::{self, AbortHandle, JoinSet};
 
 use super::body::Payload;
-use super::finish::{finish, Verbatim};
+use super::finish::{finish, reject, Verbatim};
 use super::inspected::Inspect;
 use super::respond::{announce, respond};
 use super::Shared;
@@ -232,10 +232,6 @@ fn failed(
             Err(ProxyError::Internal { what })
         }
         ChunkFailure::Rejected(violation, parts, body) => {
-            let findings = Findings {
-                rejected: Some(violation.invariant),
-                ..Findings::default()
-            };
             let verbatim = Verbatim {
                 status: parts.status,
                 headers: parts.headers,
@@ -243,8 +239,7 @@ fn failed(
                 body,
                 chunks: Vec::new(),
             };
-            finish(ctx, captures, &findings, verbatim);
-            Err(violation.into())
+            Err(reject(ctx, captures, violation, verbatim))
         }
         ChunkFailure::Upstream(parts, body) => {
             ctx.upstream_status = Some(parts.status);
@@ -285,14 +280,7 @@ fn stitched(
     };
     let stitched = match endpoint.stitch(&parts) {
         Ok(stitched) => stitched,
-        Err(violation) => {
-            let findings = Findings {
-                rejected: Some(violation.invariant),
-                ..Findings::default()
-            };
-            finish(ctx, captures, &findings, verbatim);
-            return Err(violation.into());
-        }
+        Err(violation) => return Err(reject(ctx, captures, violation, verbatim)),
     };
     // Tokens are the stitched sums (a sum only of well-formed figures);
     // every malformed figure a chunk had is counted.
@@ -385,7 +373,7 @@ async fn fetch(
         Verdict::Reject(violation) => Err(ChunkFailure::Rejected(violation, parts, bytes)),
         verdict => {
             let (malformed, uninspected) = match verdict {
-                Verdict::Checked(checked) => (checked.judgement.malformed, checked.uninspected),
+                Verdict::Sound(sound) => (sound.findings.malformed, sound.findings.uninspected),
                 _ => (Vec::new(), None),
             };
             Ok(ChunkReply {

@@ -10,9 +10,10 @@ use http::{HeaderMap, StatusCode};
 
 use crate::capture::{chosen, Capture, Captures, ChunkAnswer};
 use crate::context::RequestContext;
+use crate::error::ProxyError;
 use crate::telemetry;
 use probity_judge::inspect::Findings;
-use probity_judge::violation::Invariant;
+use probity_judge::violation::{Invariant, Violation};
 
 /// The upstream response as it came, for the capture store.
 pub(crate) struct Verbatim {
@@ -83,4 +84,21 @@ pub(crate) fn finish(
         body_bytes: verbatim.body_bytes,
         chunks: verbatim.chunks,
     });
+}
+
+/// The one reject path: an answer that broke a payload invariant is
+/// finished like any other (counted, and captured verbatim as `rejected`),
+/// and the request fails with the violation.
+pub(crate) fn reject(
+    ctx: &mut RequestContext,
+    captures: &Captures,
+    violation: Violation,
+    verbatim: Verbatim,
+) -> ProxyError {
+    let findings = Findings {
+        rejected: Some(violation.invariant),
+        ..Findings::default()
+    };
+    finish(ctx, captures, &findings, verbatim);
+    violation.into()
 }

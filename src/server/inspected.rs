@@ -8,7 +8,7 @@ use http::header::{HeaderValue, CONTENT_LENGTH};
 use http::{request, response, Request, Response};
 
 use super::body::Payload;
-use super::finish::{finish, Verbatim};
+use super::finish::{finish, reject, Verbatim};
 use super::judged_stream::JudgedStream;
 use super::respond::{announce, cannot_build, respond};
 use super::Shared;
@@ -17,7 +17,7 @@ use crate::error::ProxyError;
 use crate::forward::{self, Relay, UpstreamBody};
 use crate::route::Route;
 use crate::telemetry;
-use probity_judge::inspect::{self, Contracts, Endpoint, Exchange, Findings, Verdict};
+use probity_judge::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
 use probity_judge::json::Scanner;
 
 /// An inspected request, as the plan phase read it: the endpoint its
@@ -79,7 +79,7 @@ pub(super) fn whole(
         body_bytes: bytes.len(),
         chunks: Vec::new(),
     };
-    let checked = match verdict {
+    let sound = match verdict {
         Verdict::Unchecked => {
             return Ok(respond(
                 upstream,
@@ -88,30 +88,21 @@ pub(super) fn whole(
             ))
         }
         Verdict::Reject(violation) => {
-            let findings = Findings {
-                rejected: Some(violation.invariant),
-                ..Findings::default()
-            };
-            finish(ctx, &shared.captures, &findings, verbatim(&upstream));
-            return Err(violation.into());
+            return Err(reject(
+                ctx,
+                &shared.captures,
+                violation,
+                verbatim(&upstream),
+            ))
         }
-        Verdict::Checked(checked) => *checked,
+        Verdict::Sound(sound) => *sound,
     };
-    let judgement = checked.judgement;
-    let findings = Findings {
-        tokens: judgement.tokens,
-        malformed: judgement.malformed,
-        pointers: judgement.pointers,
-        uninspected: checked.uninspected,
-        output: checked.output.map(|o| (o.task, o.verdict)),
-        identity: checked.identity,
-        ..Findings::default()
-    };
+    let findings = sound.findings;
     finish(ctx, &shared.captures, &findings, verbatim(&upstream));
-    for header in &judgement.removed_headers {
+    for header in &sound.removed_headers {
         upstream.headers.remove(*header);
     }
-    let body = match checked.body {
+    let body = match sound.body {
         Some(rewritten) => {
             // The body changed: its length is the rewritten one.
             upstream

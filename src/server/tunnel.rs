@@ -489,12 +489,12 @@ impl TunnelEnds<'_> {
         match frame.kind {
             EventKind::Error => telemetry::realtime_error(route, &self.ctx.request_id),
             EventKind::ResponseDone => {
-                telemetry::tokens(route, &frame.judgement.tokens);
-                if !frame.judgement.malformed.is_empty() {
+                telemetry::tokens(route, &frame.findings.tokens);
+                if !frame.findings.malformed.is_empty() {
                     telemetry::figures_normalized(
                         route,
                         &self.ctx.request_id,
-                        &frame.judgement.malformed,
+                        &frame.findings.malformed,
                     );
                 }
             }

@@ -4,7 +4,11 @@
 //! `probity inspect` over a saved body, the fuzz targets over their inputs,
 //! and an app that calls a provider itself can judge the answer in-process.
 //!
-//! # What a judgement says
+//! # What a verdict says
+//!
+//! [`inspect::inspect`] gives a [`inspect::Verdict`]: unchecked, sound, or
+//! rejected; what a check found is an [`inspect::Findings`], the one record
+//! the proxy's metrics, headers, captures and spans read.
 //!
 //! - A broken **payload invariant** (one vector short, a rerank index out of
 //!   range, an event stream that cannot be read) is a [`Violation`]: the
@@ -13,7 +17,7 @@
 //!   one) is not reported: its bytes become `null` and every other byte
 //!   stays as it came. Only well-formed counts are ever given back.
 //! - An answer that breaks its **output contract** (a schema, prose, its
-//!   citations) is usable but degraded: the verdict says why, with typed
+//!   citations) is usable but degraded: its findings say why, with typed
 //!   [`contract::Reason`]s.
 //!
 //! # The layers, bottom up
@@ -66,10 +70,10 @@
 //!         "model": "text-embedding-3-small", "usage": {"prompt_tokens": "abc", "total_tokens": 2}}"#,
 //! );
 //! let verdict = inspect::inspect(endpoint, &Exchange::answered(&request, &headers, &sound), &contracts);
-//! let Verdict::Checked(checked) = verdict else { panic!("{verdict:?}") };
-//! assert_eq!(checked.judgement.pointers, ["/usage/prompt_tokens"]);
-//! assert_eq!(checked.judgement.tokens, [("total", 2)]);
-//! let body = checked.body.expect("the malformed figure is nulled");
+//! let Verdict::Sound(sound) = verdict else { panic!("{verdict:?}") };
+//! assert_eq!(sound.findings.pointers, ["/usage/prompt_tokens"]);
+//! assert_eq!(sound.findings.tokens, [("total", 2)]);
+//! let body = sound.body.expect("the malformed figure is nulled");
 //! assert!(std::str::from_utf8(&body)?.contains(r#""prompt_tokens": null"#));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

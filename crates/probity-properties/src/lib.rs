@@ -30,7 +30,7 @@ use probity::route::RouteTable;
 use probity_judge::batch::{self, Part};
 use probity_judge::contract::{Reason, SchemaCache};
 use probity_judge::inspect::stream::{self, Framing};
-use probity_judge::inspect::{self, Checked, Contracts, Dialect, Endpoint, Exchange, Verdict};
+use probity_judge::inspect::{self, Contracts, Dialect, Endpoint, Exchange, Sound, Verdict};
 use probity_judge::json::{Document, Scanner};
 
 /// The byte between the parts of an input.
@@ -117,15 +117,15 @@ fn nulled(input: &[u8], nulls: &[Range<usize>]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// A checked body is the input, or the input with the listed spans
+/// A sound answer's body is the input, or the input with the listed spans
 /// replaced by `null`; that body is JSON again.
-fn check_rewrite(input: &[u8], checked: &Checked) -> Result<(), String> {
-    let expected = nulled(input, &checked.judgement.nulls)?;
-    let body = checked.body.as_deref().unwrap_or(input);
+fn check_rewrite(input: &[u8], sound: &Sound) -> Result<(), String> {
+    let expected = nulled(input, &sound.nulls)?;
+    let body = sound.body.as_deref().unwrap_or(input);
     if body != expected.as_slice() {
         return Err(format!(
             "the answer is not the input with {:?} nulled: {}",
-            checked.judgement.nulls,
+            sound.nulls,
             String::from_utf8_lossy(body)
         ));
     }
@@ -147,14 +147,14 @@ fn whole_body(input: &[u8], wanted: Target) -> Result<(), String> {
     }
     let request = Bytes::copy_from_slice(request);
     let response = Bytes::copy_from_slice(response);
-    let Verdict::Checked(checked) = inspect_body(endpoint, &request, &response) else {
+    let Verdict::Sound(sound) = inspect_body(endpoint, &request, &response) else {
         return Ok(());
     };
-    check_rewrite(&response, &checked)?;
+    check_rewrite(&response, &sound)?;
     // What was rewritten is judged sound, with nothing left to null.
-    if let Some(body) = &checked.body {
+    if let Some(body) = &sound.body {
         match inspect_body(endpoint, &request, body) {
-            Verdict::Checked(again) if again.judgement.nulls.is_empty() => {}
+            Verdict::Sound(again) if again.nulls.is_empty() => {}
             again => return Err(format!("the rewritten body, judged again: {again:?}")),
         }
     }
@@ -536,7 +536,7 @@ pub fn stitch(input: &[u8]) -> Result<(), String> {
     };
     let request = Bytes::copy_from_slice(request);
     match inspect_body(endpoint, &request, &stitched.body) {
-        Verdict::Checked(checked) if checked.judgement.nulls.is_empty() => Ok(()),
+        Verdict::Sound(sound) if sound.nulls.is_empty() => Ok(()),
         verdict => Err(format!(
             "the stitched body {:?}, judged against the whole request: {verdict:?}",
             String::from_utf8_lossy(&stitched.body)

@@ -241,16 +241,17 @@ pub struct Contract {
     pub(crate) tools: Option<Tools>,
 }
 
-/// The verdict on a response's answers.
+/// What the output contract found in a response's answers and tool calls:
+/// its verdict is `valid()` (no reason found) or invalid.
 #[derive(Debug, Default, PartialEq)]
-pub struct OutputVerdict {
+pub struct OutputFindings {
     /// Every reason found, in [`Reason`]'s order, each once.
     pub reasons: Vec<Reason>,
     /// One sentence per finding, for the degraded answer.
     pub sentences: Vec<String>,
 }
 
-impl OutputVerdict {
+impl OutputFindings {
     /// No reason was found.
     pub fn valid(&self) -> bool {
         self.reasons.is_empty()
@@ -333,12 +334,12 @@ impl Contract {
     /// (an app cannot execute a stand-in call), and the text beside an
     /// unusable call is left as it came so that the app sees the call's
     /// verdict with what the upstream sent: annotated only.
-    pub(crate) fn degrades(&self, verdict: &OutputVerdict) -> bool {
+    pub(crate) fn degrades(&self, found: &OutputFindings) -> bool {
         let degrade = self
             .config
             .as_ref()
             .is_some_and(|c| c.on_invalid == OnInvalid::Degrade);
-        degrade && !verdict.valid() && !verdict.reasons.iter().any(|r| r.of_a_tool_call())
+        degrade && !found.valid() && !found.reasons.iter().any(|r| r.of_a_tool_call())
     }
 
     /// How many of `calls` are judged as calls (the forced tool's are the
@@ -353,13 +354,13 @@ impl Contract {
     }
 
     /// The degraded answer with the reason sentence filled in: JSON text.
-    pub fn degraded(&self, verdict: &OutputVerdict) -> String {
+    pub fn degraded(&self, found: &OutputFindings) -> String {
         let template = self
             .config
             .as_ref()
             .map_or(DEFAULT_DEGRADED, |c| c.degraded.as_str());
         // The sentence goes inside a JSON string: escape it as one.
-        let quoted = serde_json::to_string(&verdict.sentence()).unwrap_or_default();
+        let quoted = serde_json::to_string(&found.sentence()).unwrap_or_default();
         template.replace("{reason}", &quoted[1..quoted.len() - 1])
     }
 
@@ -370,29 +371,29 @@ impl Contract {
         &self,
         answers: &[Answer<'_>],
         calls: &[ToolCall],
-    ) -> Option<OutputVerdict> {
+    ) -> Option<OutputFindings> {
         let (judged, beside_calls) = self.calls_judged(calls);
         if !self.answer && judged == 0 {
             return None;
         }
-        let mut verdict = OutputVerdict::default();
+        let mut found = OutputFindings::default();
         if self.answer {
             let answers: Vec<&Answer<'_>> = answers
                 .iter()
                 .filter(|a| !beside_calls || a.content.is_some_and(has_content))
                 .collect();
             if answers.is_empty() && !beside_calls {
-                verdict.add(Reason::InvalidJson, "the response holds no answer".into());
+                found.add(Reason::InvalidJson, "the response holds no answer".into());
             }
             for answer in answers {
-                self.judge_one(answer, &mut verdict);
+                self.judge_one(answer, &mut found);
             }
         }
         if let Some(tools) = &self.tools {
-            tools.judge(calls, &mut verdict);
+            tools.judge(calls, &mut found);
         }
-        verdict.sort();
-        Some(verdict)
+        found.sort();
+        Some(found)
     }
 
     /// Judges a stream's answer and calls, gathered from its events, as
@@ -401,35 +402,35 @@ impl Contract {
         &self,
         answer: Option<&StreamedAnswer>,
         calls: &[ToolCall],
-    ) -> Option<OutputVerdict> {
+    ) -> Option<OutputFindings> {
         let (judged, beside_calls) = self.calls_judged(calls);
         if !self.answer && judged == 0 {
             return None;
         }
-        let mut verdict = OutputVerdict::default();
+        let mut found = OutputFindings::default();
         match answer {
             Some(answer) if self.answer && !(beside_calls && answer.text.is_empty()) => {
                 let value = parse_answer(&answer.text);
-                self.judge_value(value, answer.truncated, answer.refusal, &mut verdict);
+                self.judge_value(value, answer.truncated, answer.refusal, &mut found);
             }
             _ => {}
         }
         if let Some(tools) = &self.tools {
-            tools.judge(calls, &mut verdict);
+            tools.judge(calls, &mut found);
         }
-        verdict.sort();
-        Some(verdict)
+        found.sort();
+        Some(found)
     }
 
     /// Judges the text of a streamed answer, gathered from its deltas.
-    pub fn judge_text(&self, text: &str, truncated: bool, refusal: bool) -> OutputVerdict {
-        let mut verdict = OutputVerdict::default();
-        self.judge_value(parse_answer(text), truncated, refusal, &mut verdict);
-        verdict.sort();
-        verdict
+    pub fn judge_text(&self, text: &str, truncated: bool, refusal: bool) -> OutputFindings {
+        let mut found = OutputFindings::default();
+        self.judge_value(parse_answer(text), truncated, refusal, &mut found);
+        found.sort();
+        found
     }
 
-    fn judge_one(&self, answer: &Answer<'_>, verdict: &mut OutputVerdict) {
+    fn judge_one(&self, answer: &Answer<'_>, found: &mut OutputFindings) {
         let value = match answer.content {
             None => None,
             Some(json) if json.is_null() => None,
@@ -448,7 +449,7 @@ impl Contract {
                 text.and_then(|text| parse_answer(&text))
             }
         };
-        self.judge_value(value, answer.truncated, answer.refusal, verdict);
+        self.judge_value(value, answer.truncated, answer.refusal, found);
     }
 
     fn judge_value(
@@ -456,36 +457,36 @@ impl Contract {
         value: Option<Value>,
         truncated: bool,
         refusal: bool,
-        verdict: &mut OutputVerdict,
+        found: &mut OutputFindings,
     ) {
         if truncated {
-            verdict.add(
+            found.add(
                 Reason::Truncated,
                 "the model stopped at the length limit".into(),
             );
         }
         if refusal {
-            verdict.add(Reason::Refusal, "the model refused".into());
+            found.add(Reason::Refusal, "the model refused".into());
         }
         let Some(value) = value else {
-            verdict.add(
+            found.add(
                 Reason::InvalidJson,
                 "the answer is not exactly one JSON value".into(),
             );
             return;
         };
         if let Some(schema) = &self.schema {
-            schema.check(&value, verdict);
+            schema.check(&value, found);
         }
-        self.free_text(&value, verdict);
+        self.free_text(&value, found);
         if let Some(config) = &self.config {
-            self.prose(config, &value, verdict);
-            self.citations(config, &value, verdict);
+            self.prose(config, &value, found);
+            self.citations(config, &value, found);
         }
     }
 
     /// Field-name echoes and placeholders in every free-text string.
-    fn free_text(&self, value: &Value, verdict: &mut OutputVerdict) {
+    fn free_text(&self, value: &Value, found: &mut OutputFindings) {
         let mut names: HashSet<String> = self
             .schema
             .as_ref()
@@ -514,13 +515,13 @@ impl Contract {
         for text in strings {
             let folded = text.trim().to_lowercase();
             if names.contains(&folded) {
-                verdict.add(
+                found.add(
                     Reason::FieldNameEcho,
                     format!("answer repeats the schema field name \"{}\"", text.trim()),
                 );
             }
             if PLACEHOLDERS.contains(&folded.as_str()) || extra.contains(&folded) {
-                verdict.add(
+                found.add(
                     Reason::Placeholder,
                     format!("answer is the placeholder \"{}\"", text.trim()),
                 );
@@ -528,12 +529,12 @@ impl Contract {
         }
     }
 
-    fn prose(&self, config: &ContractConfig, value: &Value, verdict: &mut OutputVerdict) {
+    fn prose(&self, config: &ContractConfig, value: &Value, found: &mut OutputFindings) {
         for pointer in &config.prose {
             let text = value.pointer(pointer).and_then(Value::as_str).unwrap_or("");
             let chars = text.trim().chars().count();
             if chars < config.min_chars {
-                verdict.add(
+                found.add(
                     Reason::TooShort,
                     format!(
                         "{pointer} has {chars} characters, fewer than {}",
@@ -541,7 +542,7 @@ impl Contract {
                     ),
                 );
             } else if chars > config.max_chars {
-                verdict.add(
+                found.add(
                     Reason::TooLong,
                     format!(
                         "{pointer} has {chars} characters, more than {}",
@@ -552,7 +553,7 @@ impl Contract {
         }
     }
 
-    fn citations(&self, config: &ContractConfig, value: &Value, verdict: &mut OutputVerdict) {
+    fn citations(&self, config: &ContractConfig, value: &Value, found: &mut OutputFindings) {
         let Some(citations) = &config.citations else {
             return;
         };
@@ -562,11 +563,11 @@ impl Contract {
             .map(|ids| ids.iter().map(id_text).collect())
             .unwrap_or_default();
         if cited.is_empty() && citations.required {
-            verdict.add(Reason::CitationMissing, "answer cites no source".into());
+            found.add(Reason::CitationMissing, "answer cites no source".into());
         }
         for id in &cited {
             if !self.sources.iter().any(|(known, _)| known == id) {
-                verdict.add(
+                found.add(
                     Reason::CitationUnknown,
                     format!("answer cites \"{id}\", which is not a supplied source"),
                 );
@@ -589,7 +590,7 @@ impl Contract {
         for quote in quotes {
             let quote = quote.as_str().map(fold).unwrap_or_default();
             if !cited_texts.iter().any(|text| text.contains(&quote)) || quote.is_empty() {
-                verdict.add(
+                found.add(
                     Reason::QuoteUngrounded,
                     "answer quotes text found in no cited source".into(),
                 );
@@ -828,8 +829,8 @@ mod tests {
         let config = grounded();
         let contract =
             Contract::resolve(Requested::Json, Some(&config), "x", None, &cache).unwrap();
-        let verdict = contract.judge_text(r#"{"answer": "Answer", "citations": []}"#, false, false);
-        let degraded: Value = serde_json::from_str(&contract.degraded(&verdict)).unwrap();
+        let found = contract.judge_text(r#"{"answer": "Answer", "citations": []}"#, false, false);
+        let degraded: Value = serde_json::from_str(&contract.degraded(&found)).unwrap();
         let reason = degraded["uncertainty"][0].as_str().unwrap();
         assert!(
             reason.starts_with(

@@ -9,7 +9,7 @@ use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
 use serde_json::Value;
 
-use super::OutputVerdict;
+use super::OutputFindings;
 
 /// A compiled schema and what the free-text checks need from it.
 pub(crate) struct Compiled {
@@ -29,7 +29,7 @@ impl Compiled {
     }
 
     /// Schema violations, with `enum` and `const` misses told apart.
-    pub(super) fn check(&self, value: &Value, verdict: &mut OutputVerdict) {
+    pub(super) fn check(&self, value: &Value, found: &mut OutputFindings) {
         for error in self.validator.iter_errors(value) {
             let at = error.instance_path().to_string();
             let at = if at.is_empty() {
@@ -38,12 +38,12 @@ impl Compiled {
                 at
             };
             match error.kind() {
-                ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => verdict
+                ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => found
                     .add(
                         super::Reason::EnumViolation,
                         format!("{at} is not one of the allowed values"),
                     ),
-                _ => verdict.add(
+                _ => found.add(
                     super::Reason::SchemaViolation,
                     format!("{at} does not satisfy the schema: {error}"),
                 ),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Compiled, OutputVerdict, Reason, SchemaCache};
+use super::{Compiled, OutputFindings, Reason, SchemaCache};
 use crate::json::Object;
 
 /// How many calls of a response are named in the verdict's sentences:
@@ -94,17 +94,17 @@ impl Tools {
             .collect()
     }
 
-    /// Every call's reasons, into the response's one verdict.
-    pub(crate) fn judge(&self, calls: &[ToolCall], verdict: &mut OutputVerdict) {
+    /// Every call's reasons, into the response's one set of findings.
+    pub(crate) fn judge(&self, calls: &[ToolCall], found: &mut OutputFindings) {
         for (i, call) in self.judged(calls).into_iter().enumerate() {
-            let mut found = Vec::new();
-            self.judge_one(call, &mut found);
-            for (reason, finding) in found {
+            let mut of_call = Vec::new();
+            self.judge_one(call, &mut of_call);
+            for (reason, finding) in of_call {
                 let sentence = match (&call.name, i < NAMED_CALLS) {
                     (Some(name), true) => format!("tool call {i} ({name}): {finding}"),
                     _ => format!("tool call {i}: {finding}"),
                 };
-                verdict.add(reason, sentence);
+                found.add(reason, sentence);
             }
         }
     }
@@ -291,13 +291,13 @@ mod tests {
     }
 
     fn reasons(name: &str, arguments: Arguments) -> Vec<Reason> {
-        let mut verdict = OutputVerdict::default();
+        let mut found = OutputFindings::default();
         let call = ToolCall {
             name: Some(name.into()),
             arguments,
         };
-        tools().judge(&[call], &mut verdict);
-        verdict.reasons
+        tools().judge(&[call], &mut found);
+        found.reasons
     }
 
     #[test]

@@ -129,21 +129,21 @@ pub(crate) use header_figure;
 
 /// What judging a response's figures found.
 #[derive(Debug, Default, PartialEq)]
-pub struct Judgement {
+pub(crate) struct FigureFindings {
     /// Byte ranges of the body to replace with `null`, sorted, disjoint.
-    pub nulls: Vec<Range<usize>>,
+    pub(crate) nulls: Vec<Range<usize>>,
     /// The `probity-normalized` list: malformed figures in table order, then
     /// the records that collapsed, then `header:<name>` for removed headers.
-    pub pointers: Vec<String>,
+    pub(crate) pointers: Vec<String>,
     /// The `figure` labels to count, one per malformed figure or record.
-    pub malformed: Vec<&'static str>,
+    pub(crate) malformed: Vec<&'static str>,
     /// Headers to remove from the response.
-    pub removed_headers: Vec<&'static str>,
+    pub(crate) removed_headers: Vec<&'static str>,
     /// Well-formed token counts, by kind: the only figures metrics may see.
-    pub tokens: Vec<(&'static str, u64)>,
+    pub(crate) tokens: Vec<(&'static str, u64)>,
 }
 
-impl Judgement {
+impl FigureFindings {
     pub(crate) fn is_clean(&self) -> bool {
         self.pointers.is_empty()
     }
@@ -197,7 +197,7 @@ enum Record<'a> {
 
 /// Judges the body figures of `table` in a response whose root object is
 /// `root`, borrowed from `body`.
-pub(crate) fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> Judgement {
+pub(crate) fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> FigureFindings {
     let records = records(root, table, body);
     let entries = entries(root, table, &records);
     // Every figure on its own.
@@ -350,8 +350,8 @@ fn report(
     entries: &[FigureEntry<'_, '_, '_>],
     readings: &[FigureValue],
     collapsed: &[(&'static str, Range<usize>)],
-) -> Judgement {
-    let mut judgement = Judgement::default();
+) -> FigureFindings {
+    let mut figures_found = FigureFindings::default();
     let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
     for (reading, entry) in readings.iter().zip(entries) {
         match reading {
@@ -359,18 +359,18 @@ fn report(
                 // Inexact keys share the wildcard's pointer: listed once.
                 let pointer = entry.pointer();
                 let listed = matches!(pointer, Cow::Borrowed(p) if p.ends_with("/*"))
-                    && judgement.pointers.iter().any(|p| *p == pointer);
+                    && figures_found.pointers.iter().any(|p| *p == pointer);
                 if !listed {
-                    judgement.pointers.push(pointer.to_string());
+                    figures_found.pointers.push(pointer.to_string());
                 }
-                judgement.malformed.push(entry.figure.pointer);
+                figures_found.malformed.push(entry.figure.pointer);
                 if !nulled_whole(&pointer) {
-                    judgement.nulls.push(span.clone());
+                    figures_found.nulls.push(span.clone());
                 }
             }
             FigureValue::Sound(Some(n)) => {
                 if let Some(kind) = entry.figure.tokens {
-                    judgement.tokens.push((kind, *n));
+                    figures_found.tokens.push((kind, *n));
                 }
             }
             FigureValue::Sound(None) | FigureValue::Absent => {}
@@ -378,21 +378,21 @@ fn report(
     }
     for (pointer, record) in records {
         if let Record::Broken(span) = record {
-            judgement.pointers.push(pointer.to_string());
-            judgement.malformed.push(pointer);
+            figures_found.pointers.push(pointer.to_string());
+            figures_found.malformed.push(pointer);
             if !nulled_whole(pointer) {
-                judgement.nulls.push(span.clone());
+                figures_found.nulls.push(span.clone());
             }
         }
     }
     for (pointer, span) in collapsed {
-        judgement.pointers.push(pointer.to_string());
+        figures_found.pointers.push(pointer.to_string());
         if !nulled_whole(pointer) {
-            judgement.nulls.push(span.clone());
+            figures_found.nulls.push(span.clone());
         }
     }
-    judgement.nulls.sort_by_key(|r| r.start);
-    judgement
+    figures_found.nulls.sort_by_key(|r| r.start);
+    figures_found
 }
 
 /// Walks from an object (the root, or a record found before) to the record
@@ -426,7 +426,7 @@ fn find_record<'a>(root: &Object<'a>, pointer: &str, body: &[u8]) -> Record<'a> 
 pub(crate) fn judge_headers(
     headers: &HeaderMap,
     table: &[HeaderFigure],
-    judgement: &mut Judgement,
+    figures_found: &mut FigureFindings,
 ) {
     for figure in table {
         let mut values = headers.get_all(figure.name).iter();
@@ -440,13 +440,13 @@ pub(crate) fn judge_headers(
         match count {
             Some(n) => {
                 if let Some(kind) = figure.tokens {
-                    judgement.tokens.push((kind, n));
+                    figures_found.tokens.push((kind, n));
                 }
             }
             None => {
-                judgement.pointers.push(figure.label.to_string());
-                judgement.malformed.push(figure.label);
-                judgement.removed_headers.push(figure.name);
+                figures_found.pointers.push(figure.label.to_string());
+                figures_found.malformed.push(figure.label);
+                figures_found.removed_headers.push(figure.name);
             }
         }
     }
@@ -541,13 +541,13 @@ mod tests {
         Figure::count("/usage/total_tokens").tokens("total"),
     ];
 
-    fn run(body: &str) -> (String, Judgement) {
+    fn run(body: &str) -> (String, FigureFindings) {
         let doc = Document::parse(body.as_bytes()).unwrap();
         let json = doc.root();
         let root = json.object().unwrap();
-        let judgement = judge(body.as_bytes(), &root, TABLE);
-        let out = splice(body.as_bytes(), &judgement.nulls);
-        (String::from_utf8(out.to_vec()).unwrap(), judgement)
+        let figures_found = judge(body.as_bytes(), &root, TABLE);
+        let out = splice(body.as_bytes(), &figures_found.nulls);
+        (String::from_utf8(out.to_vec()).unwrap(), figures_found)
     }
 
     #[test]
@@ -805,7 +805,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("x-compute-tokens", "12".parse().unwrap());
         headers.insert("x-total-time", "1.5".parse().unwrap());
-        let mut j = Judgement::default();
+        let mut j = FigureFindings::default();
         judge_headers(&headers, table, &mut j);
         assert_eq!(j.pointers, ["header:x-total-time"]);
         assert_eq!(j.removed_headers, ["x-total-time"]);

@@ -308,8 +308,8 @@ impl EventCheck for MessageEvents {
                             "message_start has no `message` object".into(),
                         )
                     })?;
-                let judgement = figures::judge(data, &message, FIGURES);
-                Ok(Seen::Figures(super::prefixed(judgement, "/message")))
+                let figures_found = figures::judge(data, &message, FIGURES);
+                Ok(Seen::Figures(super::prefixed(figures_found, "/message")))
             }
             "message_delta" => {
                 let stop = body

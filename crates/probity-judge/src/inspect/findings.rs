@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use super::Identity;
-use crate::contract::OutputVerdict;
+use crate::contract::OutputFindings;
 use crate::outcome::Outcome;
 use crate::violation::Invariant;
 
@@ -30,8 +30,8 @@ pub struct Findings {
     /// The upstream's own error events inside a stream, relayed as they
     /// came.
     pub upstream_errors: u32,
-    /// The output contract's task and verdict.
-    pub output: Option<(Cow<'static, str>, OutputVerdict)>,
+    /// The output contract's task, and what it found.
+    pub output: Option<(Cow<'static, str>, OutputFindings)>,
     /// The response was stitched from chunks.
     pub stitched: bool,
     /// Which model answered, and the response's well-formed id.

@@ -35,8 +35,8 @@ use http::{HeaderMap, Method, StatusCode};
 
 use crate::batch::{self, BatchSpec};
 use crate::contract::ContractConfig;
-use crate::contract::{self, Contract, OutputSpec, OutputVerdict, SchemaCache};
-use crate::figures::{self, Figure, HeaderFigure, Judgement};
+use crate::contract::{self, Contract, OutputFindings, OutputSpec, SchemaCache};
+use crate::figures::{self, Figure, FigureFindings, HeaderFigure};
 use crate::invariants::Fault;
 use crate::json::{self, Document, Json, Object, Scanner};
 use crate::violation::{Invariant, Violation};
@@ -350,11 +350,11 @@ impl Endpoint {
 
 /// Prefixes the pointers of a judgement made on a sub-object of an event
 /// (Anthropic's `message_start.message`).
-pub(crate) fn prefixed(mut judgement: Judgement, prefix: &str) -> Judgement {
-    for pointer in &mut judgement.pointers {
+pub(crate) fn prefixed(mut figures_found: FigureFindings, prefix: &str) -> FigureFindings {
+    for pointer in &mut figures_found.pointers {
         pointer.insert_str(0, prefix);
     }
-    judgement
+    figures_found
 }
 
 /// The judge of a 2xx streamed answer to `endpoint`; `Err` carries the
@@ -457,34 +457,37 @@ pub struct Contracts<'a> {
     pub cache: &'a SchemaCache,
 }
 
-/// What inspection decided about a response.
+/// What inspection decided about a response: its verdict. What it found
+/// is a [`Findings`], the one record of a check's findings that the proxy's
+/// metrics, headers, captures and spans all read.
 #[derive(Debug)]
 pub enum Verdict {
     /// Not an endpoint this dialect checks (or not a 2xx answer to a POST):
     /// passed on as it came.
     Unchecked,
     /// The payload is sound (or could not be checked against an unreadable
-    /// request); what was found about its figures and answers.
-    Checked(Box<Checked>),
+    /// request): what was found, and what to send.
+    Sound(Box<Sound>),
     /// The payload is corrupt: the client gets a `provider_invalid_response` error.
     Reject(Violation),
 }
 
-/// A sound payload, and what else inspection found.
+/// A sound payload: what judging it found, and how it is sent on.
 #[derive(Debug)]
-pub struct Checked {
+pub struct Sound {
+    /// What was found: well-formed tokens, malformed figures, the output
+    /// contract's findings, why the payload was not checked against its
+    /// request, and which answer this is.
+    pub findings: Findings,
     /// The body to send instead of the upstream's: malformed figures
     /// nulled, an invalid answer degraded. `None`: the bytes as they came.
     pub body: Option<Bytes>,
-    /// The figures found malformed, as spans of the upstream body.
-    pub judgement: Judgement,
-    /// The output contract's verdict, when one applies.
-    pub output: Option<Output>,
-    /// Why the payload could not be checked against the request (the
-    /// request was unreadable): its syntax and figures still were.
-    pub uninspected: Option<&'static str>,
-    /// Which answer this is, as judged.
-    pub identity: Identity,
+    /// The byte ranges of the upstream body that became `null`, sorted and
+    /// disjoint (`body` is the upstream's with these replaced, and an
+    /// invalid answer degraded).
+    pub nulls: Vec<std::ops::Range<usize>>,
+    /// The response headers to remove (a malformed header figure).
+    pub removed_headers: Vec<&'static str>,
 }
 
 /// Which model answered and the response's id, as traces show them: the
@@ -552,15 +555,6 @@ impl Identity {
             id,
         }
     }
-}
-
-/// An output contract's verdict on a response.
-#[derive(Debug)]
-pub struct Output {
-    /// The contract's task (the `task` metric label).
-    pub task: Cow<'static, str>,
-    /// Whether the answer is usable, and why not.
-    pub verdict: OutputVerdict,
 }
 
 /// Judges a complete response to one of a dialect's endpoints.
@@ -633,18 +627,18 @@ fn judge(
             Err(Fault::Uninspectable(reason)) => Err(reason),
         },
     };
-    let mut judgement = match (&response.object, endpoint.figures.is_empty()) {
+    let mut figures_found = match (&response.object, endpoint.figures.is_empty()) {
         (Some(object), false) => figures::judge(body, object, endpoint.figures),
-        _ => Judgement::default(),
+        _ => FigureFindings::default(),
     };
     figures::judge_headers(
         exchange.response_headers,
         endpoint.header_figures,
-        &mut judgement,
+        &mut figures_found,
     );
 
     // Figures and a degraded answer are spliced in one pass.
-    let mut replacements: Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)> = judgement
+    let mut replacements: Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)> = figures_found
         .nulls
         .iter()
         .map(|range| (range.clone(), Cow::Borrowed(&b"null"[..])))
@@ -668,17 +662,25 @@ fn judge(
         .as_ref()
         .map(|object| Identity::of(object, endpoint.figures))
         .unwrap_or_default();
-    Verdict::Checked(Box::new(Checked {
-        body,
-        judgement,
-        output,
+    let findings = Findings {
+        tokens: figures_found.tokens,
+        malformed: figures_found.malformed,
+        pointers: figures_found.pointers,
         uninspected: checked.err(),
+        output,
         identity,
+        ..Findings::default()
+    };
+    Verdict::Sound(Box::new(Sound {
+        findings,
+        body,
+        nulls: figures_found.nulls,
+        removed_headers: figures_found.removed_headers,
     }))
 }
 
-/// The output contract's verdict on a response's answers and tool calls
-/// (`None`: nothing to judge); with `degrade`, an invalid answer's
+/// What the output contract found in a response's answers and tool calls,
+/// under its task (`None`: nothing to judge); with `degrade`, an invalid answer's
 /// replacement joins the splice.
 fn judge_output(
     contract: Contract,
@@ -686,7 +688,7 @@ fn judge_output(
     calls: &[contract::ToolCall],
     body: &[u8],
     replacements: &mut Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)>,
-) -> Option<Output> {
+) -> Option<(Cow<'static, str>, OutputFindings)> {
     let verdict = contract.judge(answers, calls)?;
     let degraded = contract.degrades(&verdict);
     if degraded {
@@ -706,22 +708,19 @@ fn judge_output(
             replacements.push((more.span(body), Cow::Borrowed(&b"\"\""[..])));
         }
     }
-    Some(Output {
-        task: contract.task,
-        verdict,
-    })
+    Some((contract.task, verdict))
 }
 
 /// The well-formed token figures of a body and its headers (a stitched
 /// response's, whose figures are already sums of well-formed ones).
 pub fn tokens(endpoint: &Endpoint, body: &[u8], headers: &HeaderMap) -> Vec<(&'static str, u64)> {
     let doc = Document::parse(body).ok();
-    let mut judgement = match doc.as_ref().and_then(Document::object) {
+    let mut figures_found = match doc.as_ref().and_then(Document::object) {
         Some(object) => figures::judge(body, &object, endpoint.figures),
-        None => Judgement::default(),
+        None => FigureFindings::default(),
     };
-    figures::judge_headers(headers, endpoint.header_figures, &mut judgement);
-    judgement.tokens
+    figures::judge_headers(headers, endpoint.header_figures, &mut figures_found);
+    figures_found.tokens
 }
 
 /// The contract in force for a request, and the answers and tool calls

@@ -9,7 +9,8 @@
 //! named so that it is counted. Any other event, and a frame that is not a
 //! JSON object, passes as it came: a session is not cut for one odd frame.
 
-use crate::figures::{self, Figure, Judgement};
+use super::Findings;
+use crate::figures::{self, Figure};
 use crate::json::{self, Document};
 
 /// The figures of a `response.done` event. `/response` holds the whole
@@ -37,22 +38,23 @@ pub enum EventKind {
     Other,
 }
 
-/// The verdict on one server text frame.
+/// One server text frame, judged.
 #[derive(Debug)]
-pub struct FrameVerdict {
+pub struct JudgedFrame {
     /// What the event is.
     pub kind: EventKind,
-    /// What judging its figures found (empty but for `response.done`).
-    pub judgement: Judgement,
+    /// What judging its figures found (nothing but for `response.done`):
+    /// its well-formed tokens, malformed figures and their pointers.
+    pub findings: Findings,
     /// The frame's text with its malformed figures nulled, when any was.
     pub rewritten: Option<Vec<u8>>,
 }
 
 /// Judges one server-to-client text frame.
-pub fn judge_server_text(text: &[u8]) -> FrameVerdict {
-    let other = || FrameVerdict {
+pub fn judge_server_text(text: &[u8]) -> JudgedFrame {
+    let other = || JudgedFrame {
         kind: EventKind::Other,
-        judgement: Judgement::default(),
+        findings: Findings::default(),
         rewritten: None,
     };
     let Ok(doc) = Document::parse(text) else {
@@ -67,20 +69,26 @@ pub fn judge_server_text(text: &[u8]) -> FrameVerdict {
         _ => return other(),
     };
     if kind == EventKind::Error {
-        return FrameVerdict { kind, ..other() };
+        return JudgedFrame { kind, ..other() };
     }
-    let judgement = figures::judge(text, &event, FIGURES);
-    let rewritten = (!judgement.nulls.is_empty()).then(|| {
-        let mut replacements: Vec<(std::ops::Range<usize>, &[u8])> = judgement
+    let figures_found = figures::judge(text, &event, FIGURES);
+    let rewritten = (!figures_found.nulls.is_empty()).then(|| {
+        let mut replacements: Vec<(std::ops::Range<usize>, &[u8])> = figures_found
             .nulls
             .iter()
             .map(|range| (range.clone(), &b"null"[..]))
             .collect();
         json::replace(text, &mut replacements).to_vec()
     });
-    FrameVerdict {
+    let findings = Findings {
+        tokens: figures_found.tokens,
+        malformed: figures_found.malformed,
+        pointers: figures_found.pointers,
+        ..Findings::default()
+    };
+    JudgedFrame {
         kind,
-        judgement,
+        findings,
         rewritten,
     }
 }
@@ -91,7 +99,7 @@ mod tests {
 
     const DONE: &str = r#"{"type":"response.done","event_id":"event_1","response":{"object":"realtime.response","id":"resp_1","status":"completed","output":[],"usage":{"total_tokens":30,"input_tokens":12,"output_tokens":18,"input_token_details":{"cached_tokens":0,"text_tokens":12,"audio_tokens":0,"cached_tokens_details":{"text_tokens":0,"audio_tokens":0}},"output_token_details":{"text_tokens":18,"audio_tokens":0}}}}"#;
 
-    fn judged(text: &str) -> (FrameVerdict, String) {
+    fn judged(text: &str) -> (JudgedFrame, String) {
         let frame = judge_server_text(text.as_bytes());
         let out = frame
             .rewritten
@@ -108,7 +116,7 @@ mod tests {
         assert!(frame.rewritten.is_none());
         assert_eq!(out, DONE);
         assert_eq!(
-            frame.judgement.tokens,
+            frame.findings.tokens,
             [("total", 30), ("input", 12), ("output", 18)]
         );
     }
@@ -120,8 +128,8 @@ mod tests {
             out,
             DONE.replace(r#""input_tokens":12"#, r#""input_tokens":null"#)
         );
-        assert_eq!(frame.judgement.pointers, ["/response/usage/input_tokens"]);
-        assert_eq!(frame.judgement.tokens, [("total", 30), ("output", 18)]);
+        assert_eq!(frame.findings.pointers, ["/response/usage/input_tokens"]);
+        assert_eq!(frame.findings.tokens, [("total", 30), ("output", 18)]);
     }
 
     #[test]
@@ -132,7 +140,7 @@ mod tests {
         );
         let (frame, out) = judged(&bad);
         assert_eq!(
-            frame.judgement.pointers,
+            frame.findings.pointers,
             ["/response/usage/input_token_details/cached_tokens_details/text_tokens"]
         );
         assert_eq!(
@@ -146,7 +154,7 @@ mod tests {
         let bad = DONE.replace(r#"{"text_tokens":0,"audio_tokens":0}"#, r#""none""#);
         let (frame, _) = judged(&bad);
         assert_eq!(
-            frame.judgement.pointers,
+            frame.findings.pointers,
             ["/response/usage/input_token_details/cached_tokens_details"]
         );
     }
@@ -159,7 +167,7 @@ mod tests {
             out,
             r#"{"type":"response.done","response":{"id":null,"status":"completed"}}"#
         );
-        assert_eq!(frame.judgement.pointers, ["/response/id"]);
+        assert_eq!(frame.findings.pointers, ["/response/id"]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::contract::{
     Answer, Arguments, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls, ToolCall,
     ToolSpec,
 };
-use crate::figures::{self, Figure, Judgement};
+use crate::figures::{self, Figure, FigureFindings};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
 use crate::violation::{Invariant, Violation};
@@ -544,7 +544,7 @@ impl ResponseEvents {
         data: &[u8],
         event: &Object<'_>,
         kind: &str,
-    ) -> Result<Judgement, Violation> {
+    ) -> Result<FigureFindings, Violation> {
         let response = event
             .present("response")
             .and_then(|r| r.object())

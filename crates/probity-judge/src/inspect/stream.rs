@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use super::eventstream::{self, FrameFault};
 use crate::contract::{StreamedAnswer, StreamedCalls};
-use crate::figures::Judgement;
+use crate::figures::FigureFindings;
 use crate::invariants;
 use crate::json::{self, Kind};
 use crate::violation::{Invariant, Violation};
@@ -346,7 +346,7 @@ pub(crate) enum Seen {
     /// Nothing to note: it passes as it came.
     Nothing,
     /// Its figures, judged (spans relative to `event.data`).
-    Figures(Judgement),
+    Figures(FigureFindings),
     /// The upstream's own error event (a chat `error` chunk, an Anthropic
     /// `error` event, a Bedrock exception frame): it passes as it came, so
     /// that the SDK raises it, and is counted.

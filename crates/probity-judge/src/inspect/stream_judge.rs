@@ -215,30 +215,31 @@ impl StreamJudge {
                 self.findings.upstream_errors += 1;
                 Ok(())
             }
-            Ok(Seen::Figures(judgement)) if judgement.is_clean() => {
+            Ok(Seen::Figures(figures_found)) if figures_found.is_clean() => {
                 self.identify(&event);
-                self.note_tokens(&judgement.tokens);
+                self.note_tokens(&figures_found.tokens);
                 Ok(())
             }
-            Ok(Seen::Figures(judgement)) => {
+            Ok(Seen::Figures(figures_found)) => {
                 if start > *passed {
                     out.push_back(buffer.slice(*passed..start));
                 }
                 let note = format!(
                     "probity-normalized {}",
-                    figures::normalized_list(&judgement.pointers)
+                    figures::normalized_list(&figures_found.pointers)
                 );
                 let note = self.comments.then_some(note.as_str());
-                let rewritten = stream::rewrite(self.framing, event.raw, &judgement.nulls, note);
+                let rewritten =
+                    stream::rewrite(self.framing, event.raw, &figures_found.nulls, note);
                 // The span reads the event as delivered: a nulled id stays
                 // out of it, a sound model beside it does not.
                 if self.read_identity {
                     self.identify(&stream::parse_event(self.framing, &rewritten));
                 }
                 out.push_back(Bytes::from(rewritten));
-                self.note_tokens(&judgement.tokens);
-                self.findings.malformed.extend(judgement.malformed);
-                self.findings.pointers.extend(judgement.pointers);
+                self.note_tokens(&figures_found.tokens);
+                self.findings.malformed.extend(figures_found.malformed);
+                self.findings.pointers.extend(figures_found.pointers);
                 *passed = end;
                 Ok(())
             }
