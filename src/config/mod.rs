@@ -269,6 +269,10 @@ pub struct RouteConfig {
     /// invariant (`x-should-retry`); off by default, since every retry of a
     /// corrupt answer is billed again.
     pub retry_invalid_response: bool,
+    /// Ask the upstream for gzip, br or zstd on every answer read whole,
+    /// whatever the client accepts (decoded for a client that accepts
+    /// none); off: only the codings the client accepts are asked.
+    pub upstream_compression: bool,
     /// Which exchanges are captured: `anomalies`, `all` or `off`.
     pub capture: CaptureMode,
     /// Under `capture = "all"`: the share (0.0 to 1.0) of valid exchanges kept.
@@ -296,6 +300,7 @@ impl Default for RouteConfig {
             max_batch_inputs: None,
             max_chunk_concurrency: 4,
             retry_invalid_response: false,
+            upstream_compression: false,
             capture: CaptureMode::Anomalies,
             capture_sample: 1.0,
         }

@@ -1,16 +1,19 @@
 //! Forwarding: the third step of a request (`server` → `route` → **`forward`**).
 //!
 //! Builds the upstream request from the client's (hop-by-hop headers removed,
-//! credential injected, identity encoding asked for), sends it over a pooled
+//! credential injected, the codings it can decode asked for), sends it over a pooled
 //! keep-alive connection, and fetches the response in one of two forms:
 //!
 //! - **whole**: a non-streaming body, read completely (bounded by
-//!   `max_response_bytes`, within `timeout_ms`) so that `inspect` can judge it
-//!   and any fault still gets its own status code;
+//!   `max_response_bytes`, within `timeout_ms`; decoded when gzip, br or
+//!   zstd, `encoding`) so that `inspect` can judge it and any fault still
+//!   gets its own status code;
 //! - **stream**: SSE, NDJSON or any body of unknown length that is not JSON,
 //!   relayed frame by frame as it arrives ([`Relay`]), never buffered whole.
 
 mod body;
+pub(crate) mod encoding;
+
 mod headers;
 mod relay;
 mod sigv4;
@@ -20,7 +23,9 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, ACCEPT_ENCODING, CONTENT_LENGTH};
+use http::header::{
+    HeaderName, HeaderValue, InvalidHeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH,
+};
 use http::header::{CONTENT_TYPE, EXPECT, HOST};
 use http::{request, response, HeaderMap, Request, Uri, Version};
 use http_body_util::BodyExt;
@@ -33,6 +38,8 @@ use crate::trace::RequestSpan;
 use probity_judge::json::Scanner;
 
 pub(crate) use body::{ClientFault, UpstreamBody};
+pub(crate) use encoding::Codings;
+use encoding::{BodyCoding, Coding, DecodeError};
 pub use headers::remove_hop_by_hop;
 pub(crate) use headers::X_REQUEST_ID;
 pub(crate) use relay::Relay;
@@ -262,9 +269,9 @@ pub(crate) enum BuildError {
 /// held whole.
 pub(crate) fn upstream_request(
     upstream: &Upstream,
-    client: &request::Parts,
-    rest: &str,
+    (client, rest): (&request::Parts, &str),
     body: UpstreamBody,
+    accept: Option<Codings>,
     request_id: &HeaderValue,
 ) -> Result<Request<UpstreamBody>, BuildError> {
     let query = match &upstream.credential {
@@ -281,8 +288,11 @@ pub(crate) fn upstream_request(
     headers.remove(EXPECT);
     // hyper sets the length of the body actually sent (a chunk's is its own).
     headers.remove(CONTENT_LENGTH);
-    // Inspection needs plain bytes, so ask for no compression.
-    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    // What is judged is asked for in codings probity decodes (none:
+    // `identity`); what passes through unjudged asks what the client asked.
+    if let Some(accept) = accept {
+        headers.insert(ACCEPT_ENCODING, accept.header());
+    }
     headers.insert(X_REQUEST_ID, request_id.clone());
     if let Some(credential) = &upstream.credential {
         credential.apply(&mut headers);
@@ -315,7 +325,10 @@ pub(crate) fn upstream_request(
 /// The upstream's response, read whole or ready to relay. A whole 2xx
 /// body comes with the scan of its JSON made while it arrived.
 pub(crate) enum Fetched {
-    Whole(response::Parts, Bytes, Scanner),
+    /// Read whole: the head and the bytes (decoded, when it came in a coding
+    /// probity decodes: then the head describes the decoded body, and
+    /// [`Decoded`] keeps the upstream's own bytes), scanned if 2xx.
+    Whole(response::Parts, Bytes, Scanner, Decoded),
     Stream(response::Parts, Relay),
 }
 
@@ -427,11 +440,13 @@ async fn fetch_untraced(
         return Ok(Fetched::Stream(parts, relay));
     }
 
+    let coding = BodyCoding::of(&parts.headers);
     let mut body = body;
     let mut whole = BodyCollector::with_capacity(declared.unwrap_or(0).min(limit));
     // Only a 2xx answer is judged; its JSON is scanned frame by frame, so
-    // the last frame leaves only the tail to scan.
-    whole.scan = parts.status.is_success();
+    // the last frame leaves only the tail to scan (a compressed one once
+    // decoded).
+    whole.scan = parts.status.is_success() && coding == BodyCoding::Identity;
     loop {
         let reading = Instant::now();
         let frame = timeout_at(deadline, body.frame()).await;
@@ -454,7 +469,92 @@ async fn fetch_untraced(
         }
     }
     let (bytes, scanner) = whole.finish();
-    Ok(Fetched::Whole(parts, bytes, scanner))
+    match coding {
+        BodyCoding::Known(coding) => decoded(upstream, parts, bytes, (coding, limit)),
+        BodyCoding::Identity | BodyCoding::Other => {
+            Ok(Fetched::Whole(parts, bytes, scanner, Decoded::AsCame))
+        }
+    }
+}
+
+/// A compressed answer read whole, decoded within `limit` (a decompression
+/// bomb is as too large as an answer that big); one that does not decode
+/// is handed on as it came, for the judge phase to reject.
+fn decoded(
+    upstream: &Upstream,
+    mut parts: response::Parts,
+    raw: Bytes,
+    (coding, limit): (Coding, u64),
+) -> Result<Fetched, ForwardError> {
+    let mut whole = BodyCollector::with_capacity(raw.len() as u64 * 4);
+    whole.scan = parts.status.is_success();
+    match encoding::decode(coding, &raw, limit, |piece| whole.push(piece)) {
+        Ok(()) => {}
+        Err(DecodeError::TooLarge { limit }) => {
+            return Err(ForwardError::TooLarge {
+                upstream: upstream.display.clone(),
+                limit,
+            })
+        }
+        Err(err @ DecodeError::Corrupt { .. }) => {
+            let failed = Decoded::Failed(err.to_string());
+            return Ok(Fetched::Whole(parts, raw, Scanner::default(), failed));
+        }
+    }
+    let (bytes, scanner) = whole.finish();
+    let content_encoding = parts.headers.remove(CONTENT_ENCODING);
+    parts.headers.insert(CONTENT_LENGTH, bytes.len().into());
+    let from = Decoded::From {
+        coding,
+        raw,
+        content_encoding,
+    };
+    Ok(Fetched::Whole(parts, bytes, scanner, from))
+}
+
+/// What became of a whole answer's content coding.
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    /// Uncompressed, or in a coding probity does not decode: the bytes are
+    /// the upstream's.
+    AsCame,
+    /// Decoded from `raw`, the upstream's own bytes, sent on as they came
+    /// to a client that accepts `coding` when nothing was rewritten.
+    From {
+        coding: Coding,
+        raw: Bytes,
+        content_encoding: Option<HeaderValue>,
+    },
+    /// It names gzip, br or zstd but does not decode (why): the bytes and
+    /// the head are the upstream's.
+    Failed(String),
+}
+
+impl Decoded {
+    /// The upstream's answer as it came, for a client that accepts its
+    /// coding: its own bytes and head. `None`: send the decoded one.
+    pub(crate) fn into_upstream_bytes(
+        self,
+        headers: &mut HeaderMap,
+        accepted: Codings,
+    ) -> Option<Bytes> {
+        let Decoded::From {
+            coding,
+            raw,
+            content_encoding,
+        } = self
+        else {
+            return None;
+        };
+        if !accepted.contains(coding) {
+            return None;
+        }
+        if let Some(value) = content_encoding {
+            headers.insert(CONTENT_ENCODING, value);
+        }
+        headers.insert(CONTENT_LENGTH, raw.len().into());
+        Some(raw)
+    }
 }
 
 /// Joins body frames, without a copy when there is only one, and feeds

@@ -30,6 +30,9 @@ pub(crate) struct Route {
     pub(crate) max_chunk_concurrency: usize,
     /// `retry_invalid_response`: the `x-should-retry` of a rejection.
     pub(crate) retry_invalid: bool,
+    /// `upstream_compression`: answers read whole are always asked for
+    /// compressed.
+    pub(crate) upstream_compression: bool,
     /// Which of its exchanges are captured.
     pub(crate) capture: crate::config::CapturePolicy,
     /// `model_families`: model ids mapped to the endpoint of their family.
@@ -205,6 +208,7 @@ impl RouteTable {
             max_chunk_concurrency: usize::try_from(route.max_chunk_concurrency)
                 .unwrap_or(usize::MAX),
             retry_invalid: route.retry_invalid_response,
+            upstream_compression: route.upstream_compression,
             capture: crate::config::CapturePolicy {
                 mode: route.capture,
                 sample: route.capture_sample,

@@ -15,13 +15,13 @@ use tokio::task::{self, AbortHandle, JoinSet};
 
 use super::body::Payload;
 use super::finish::{finish, reject, Verbatim};
-use super::inspected::Inspect;
+use super::inspected::{undecodable, Inspect};
 use super::respond::{announce, respond};
 use super::Shared;
 use crate::capture::{Captures, ChunkAnswer};
 use crate::context::RequestContext;
 use crate::error::ProxyError;
-use crate::forward::{self, Fetched, Reading, Relay, Traced, UpstreamBody};
+use crate::forward::{self, Decoded, Fetched, Reading, Relay, Traced, UpstreamBody};
 use crate::route::Route;
 use crate::telemetry;
 use crate::trace::RequestSpan;
@@ -345,9 +345,9 @@ async fn fetch(
     )
     .await;
     drop(at_upstream);
-    let (parts, bytes, scanner) = match fetched {
+    let (parts, bytes, scanner, decoded) = match fetched {
         Err(err) => return Err(ChunkFailure::Proxy(err.into())),
-        Ok(Fetched::Whole(parts, bytes, scanner)) => (parts, bytes, scanner),
+        Ok(Fetched::Whole(parts, bytes, scanner, decoded)) => (parts, bytes, scanner, decoded),
         // Only a provider's error answer is relayed live.
         Ok(Fetched::Stream(parts, relay)) => {
             return Err(ChunkFailure::UpstreamStream(parts, relay))
@@ -355,6 +355,11 @@ async fn fetch(
     };
     if !parts.status.is_success() {
         return Err(ChunkFailure::Upstream(parts, bytes));
+    }
+    // A chunk's answer is judged decoded; the stitched body is new, so
+    // its compressed bytes are never sent.
+    if let Decoded::Failed(cause) = &decoded {
+        return Err(ChunkFailure::Rejected(undecodable(cause), parts, bytes));
     }
     let cache = SchemaCache::new(1);
     let contracts = Contracts {

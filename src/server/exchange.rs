@@ -42,7 +42,7 @@ use super::tunnel;
 use super::Shared;
 use crate::context::{RequestContext, Waited};
 use crate::error::{ProxyError, RequestError};
-use crate::forward::{self, ClientFault, Fetched, Reading, Traced, UpstreamBody};
+use crate::forward::{self, ClientFault, Codings, Fetched, Reading, Traced, UpstreamBody};
 use crate::request_id::request_id;
 use crate::route::{Matched, Route, RouteTable};
 use crate::telemetry;
@@ -164,8 +164,8 @@ async fn exchange(
     let waited = &mut ctx.waited.upstream;
     let on = (shared, &**route);
     match forward::fetch(&route.upstream, upstream_request, reading, traced, waited).await? {
-        Fetched::Whole(upstream, bytes, scanner) => {
-            inspected::whole(on, &inspect, (upstream, bytes, scanner), ctx)
+        Fetched::Whole(upstream, bytes, scanner, decoded) => {
+            inspected::whole(on, &inspect, (upstream, bytes, scanner, decoded), ctx)
         }
         Fetched::Stream(upstream, relay) => {
             Ok(inspected::streamed(on, &inspect, (upstream, relay), ctx))
@@ -226,11 +226,21 @@ async fn plan<'a>(
         Asked::Document => Reading::Document,
         Asked::Stream => Reading::Stream,
     };
+    let accepted = Codings::accepted_by(&parts.headers);
+    // Only an answer read whole is asked for compressed: a stream's
+    // events are judged as they pass.
+    let ask = match (reading, route.upstream_compression) {
+        (Reading::Document, true) => Codings::ALL,
+        (Reading::Document, false) => accepted,
+        _ => Codings::NONE,
+    };
     let inspect = Inspect {
         endpoint,
         client: parts,
         rest,
         body,
+        ask,
+        accepted,
     };
     Ok(match split {
         Some(bodies) => Plan::Inspected(inspect, Sending::Chunked(bodies)),
@@ -308,7 +318,9 @@ async fn passthrough(
         }
         None => UpstreamBody::Streaming(body, fault.clone()),
     };
-    let request = forward::upstream_request(&route.upstream, client, rest, body, &ctx.request_id)
+    // Unjudged bytes pass as they came: the client's own Accept-Encoding.
+    let head = (client, rest);
+    let request = forward::upstream_request(&route.upstream, head, body, None, &ctx.request_id)
         .map_err(cannot_build)?;
     let traced = ctx.span.as_deref().map(Traced::request);
     // A streamed upload goes out within this call: its time is the
@@ -335,7 +347,7 @@ async fn passthrough(
     };
     let (upstream, payload) = match fetched {
         Fetched::Stream(upstream, relay) => (upstream, Payload::Stream(relay)),
-        Fetched::Whole(upstream, bytes, _) => (upstream, Payload::Whole(Some(bytes))),
+        Fetched::Whole(upstream, bytes, ..) => (upstream, Payload::Whole(Some(bytes))),
     };
     ctx.upstream_status = Some(upstream.status);
     Ok(respond(upstream, &ctx.request_id, payload))

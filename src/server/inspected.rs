@@ -14,20 +14,27 @@ use super::respond::{announce, cannot_build, respond};
 use super::Shared;
 use crate::context::RequestContext;
 use crate::error::ProxyError;
-use crate::forward::{self, Relay, UpstreamBody};
+use crate::forward::{self, Codings, Decoded, Relay, UpstreamBody};
 use crate::route::Route;
 use crate::telemetry;
 use probity_judge::inspect::{self, Contracts, Endpoint, Exchange, Verdict};
 use probity_judge::json::Scanner;
+use probity_judge::violation::{Invariant, Violation};
 
 /// An inspected request, as the plan phase read it: the endpoint its
 /// route's dialect judges, the client's head, its path after the route
-/// prefix, and its body (read whole: judging needs it).
+/// prefix, its body (read whole: judging needs it), and the codings its
+/// answer may come in.
 pub(super) struct Inspect<'a> {
     pub(super) endpoint: &'static Endpoint,
     pub(super) client: &'a request::Parts,
     pub(super) rest: &'a str,
     pub(super) body: Bytes,
+    /// What the upstream is asked for (none: `identity`).
+    pub(super) ask: Codings,
+    /// What the client accepts: a sound answer that nothing rewrote goes
+    /// to it in the upstream's own coding, else decoded.
+    pub(super) accepted: Codings,
 }
 
 impl Inspect<'_> {
@@ -39,8 +46,18 @@ impl Inspect<'_> {
         body: UpstreamBody,
         request_id: &HeaderValue,
     ) -> Result<Request<UpstreamBody>, ProxyError> {
-        forward::upstream_request(&route.upstream, self.client, self.rest, body, request_id)
+        let head = (self.client, self.rest);
+        forward::upstream_request(&route.upstream, head, body, Some(self.ask), request_id)
             .map_err(cannot_build)
+    }
+}
+
+/// A 2xx answer in gzip, br or zstd that does not decode: its payload
+/// cannot be read, so it is not sound.
+pub(super) fn undecodable(cause: &str) -> Violation {
+    Violation {
+        invariant: Invariant::InvalidEncoding,
+        message: format!("the answer is compressed, but {cause}"),
     }
 }
 
@@ -56,10 +73,26 @@ fn contracts<'s>(route: &'s Route, shared: &'s Shared) -> Contracts<'s> {
 pub(super) fn whole(
     (shared, route): (&Shared, &Route),
     inspect: &Inspect<'_>,
-    (mut upstream, bytes, scanner): (response::Parts, Bytes, Scanner),
+    (mut upstream, bytes, scanner, decoded): (response::Parts, Bytes, Scanner, Decoded),
     ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
     ctx.upstream_status = Some(upstream.status);
+    let verbatim = |upstream: &response::Parts| Verbatim {
+        status: upstream.status,
+        headers: upstream.headers.clone(),
+        body: bytes.clone(),
+        body_bytes: bytes.len(),
+        chunks: Vec::new(),
+    };
+    if let (Decoded::Failed(cause), true) = (&decoded, upstream.status.is_success()) {
+        let violation = undecodable(cause);
+        return Err(reject(
+            ctx,
+            &shared.captures,
+            violation,
+            verbatim(&upstream),
+        ));
+    }
     let verdict = inspect::inspect_scanned(
         inspect.endpoint,
         &Exchange {
@@ -72,20 +105,19 @@ pub(super) fn whole(
         &contracts(route, shared),
         scanner,
     );
-    let verbatim = |upstream: &response::Parts| Verbatim {
-        status: upstream.status,
-        headers: upstream.headers.clone(),
-        body: bytes.clone(),
-        body_bytes: bytes.len(),
-        chunks: Vec::new(),
-    };
     let sound = match verdict {
         Verdict::Unchecked => {
+            let body = sent(
+                &mut upstream.headers,
+                None,
+                (bytes, decoded),
+                inspect.accepted,
+            );
             return Ok(respond(
                 upstream,
                 &ctx.request_id,
-                Payload::Whole(Some(bytes)),
-            ))
+                Payload::Whole(Some(body)),
+            ));
         }
         Verdict::Reject(violation) => {
             return Err(reject(
@@ -102,22 +134,39 @@ pub(super) fn whole(
     for header in &sound.removed_headers {
         upstream.headers.remove(*header);
     }
-    let body = match sound.body {
-        Some(rewritten) => {
-            // The body changed: its length is the rewritten one.
-            upstream
-                .headers
-                .insert(CONTENT_LENGTH, rewritten.len().into());
-            rewritten
-        }
-        None => bytes,
-    };
+    let body = sent(
+        &mut upstream.headers,
+        sound.body,
+        (bytes, decoded),
+        inspect.accepted,
+    );
     announce(&mut upstream.headers, &findings, ctx);
     Ok(respond(
         upstream,
         &ctx.request_id,
         Payload::Whole(Some(body)),
     ))
+}
+
+/// The body a whole answer goes out with, its head made to say so: the
+/// rewritten one; else the upstream's own bytes (compressed as they came)
+/// to a client that accepts their coding; else the decoded bytes.
+fn sent(
+    headers: &mut http::HeaderMap,
+    rewritten: Option<Bytes>,
+    (bytes, decoded): (Bytes, Decoded),
+    accepted: Codings,
+) -> Bytes {
+    match rewritten {
+        Some(rewritten) => {
+            // The body changed: its length is the rewritten one.
+            headers.insert(CONTENT_LENGTH, rewritten.len().into());
+            rewritten
+        }
+        None => decoded
+            .into_upstream_bytes(headers, accepted)
+            .unwrap_or(bytes),
+    }
 }
 
 /// Sets up a live answer: judged event by event when it is a 2xx answer

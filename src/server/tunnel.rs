@@ -39,7 +39,7 @@ use super::body::Payload;
 use super::respond::respond;
 use crate::context::RequestContext;
 use crate::error::{ProxyError, RequestError};
-use crate::forward::{self, ForwardError, Handshake, UpstreamBody};
+use crate::forward::{self, Codings, ForwardError, Handshake, UpstreamBody};
 use crate::route::Route;
 use crate::telemetry::{self, Ending};
 use probity_judge::inspect::realtime::{self, EventKind};
@@ -253,9 +253,9 @@ fn handshake(
 ) -> Result<http::Request<UpstreamBody>, ProxyError> {
     let mut request = forward::upstream_request(
         &route.upstream,
-        client,
-        rest,
+        (client, rest),
         Bytes::new().into(),
+        Some(Codings::NONE),
         &ctx.request_id,
     )
     .map_err(|err| ProxyError::Internal {

@@ -33,6 +33,7 @@ mod captures;
 mod captures_buckets;
 mod chunking;
 mod clients;
+mod compression;
 mod conformance;
 mod contract_conformance;
 mod contracts;

@@ -43,6 +43,7 @@ macro_rules! invariants {
 
 invariants! {
     InvalidJson = "invalid_json": "The body (or an event's data) is not JSON.",
+    InvalidEncoding = "invalid_encoding": "A compressed body (`Content-Encoding` gzip, br or zstd) does not decode.",
     PayloadMissing = "payload_missing": "The result the request asked for is absent, or not the type it must be.",
     EmbeddingCountMismatch = "embedding_count_mismatch": "Not one vector per input.",
     EmbeddingDimensionMismatch = "embedding_dimension_mismatch": "Vectors of unequal lengths, or not the dimensions asked.",
