@@ -12,7 +12,9 @@
 //!   `data: [DONE]`, written at once, or one event a second for N seconds
 //!   when the request carries `x-bench-slow: N`;
 //! - `POST …/embeddings`: 16 vectors of 1536 floats (about 540 KB), the answer
-//!   to a request of 16 inputs;
+//!   to a request of 16 inputs; compressed once at start, sent in zstd or
+//!   gzip to a request whose `Accept-Encoding` names it (zstd first), as a
+//!   provider behind a compressing front does;
 //! - `POST …/huge/embeddings`: `--huge-mb` MB of the same vectors, the answer
 //!   to a request of `huge_inputs` inputs;
 //! - `POST …/normalize10/embeddings`: the embeddings answer, but every tenth
@@ -55,6 +57,10 @@ const STREAM_TOKENS: usize = 20;
 struct Bodies {
     chat: Bytes,
     embeddings: Bytes,
+    /// `embeddings` in gzip (level 6) and in zstd (level 3), the codings'
+    /// usual server defaults.
+    embeddings_gzip: Bytes,
+    embeddings_zstd: Bytes,
     /// `embeddings` with its `prompt_tokens` as a string.
     malformed: Bytes,
     /// Answers of `…/normalize10/embeddings` so far.
@@ -281,10 +287,22 @@ fn whole(body: Bytes) -> Response<http_body_util::combinators::UnsyncBoxBody<Byt
         .unwrap()
 }
 
+/// The coding a request's `Accept-Encoding` asks that this provider sends.
+fn coding(accept: &str) -> Option<&'static str> {
+    let named = |coding: &str| accept.split(',').any(|c| c.trim().starts_with(coding));
+    if named("zstd") {
+        Some("zstd")
+    } else if named("gzip") {
+        Some("gzip")
+    } else {
+        None
+    }
+}
+
 fn answer(
     bodies: &Bodies,
     path: &str,
-    slow: u64,
+    (slow, accept): (u64, &str),
     request: &[u8],
 ) -> Response<http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>> {
     let streamed = || {
@@ -310,7 +328,15 @@ fn answer(
             bodies.embeddings.clone()
         })
     } else if path.ends_with("/embeddings") {
-        whole(bodies.embeddings.clone())
+        let (body, coding) = match coding(accept) {
+            Some("zstd") => (bodies.embeddings_zstd.clone(), "zstd"),
+            Some(_) => (bodies.embeddings_gzip.clone(), "gzip"),
+            None => return whole(bodies.embeddings.clone()),
+        };
+        let mut response = whole(body);
+        let value = http::HeaderValue::from_static(coding);
+        response.headers_mut().insert("content-encoding", value);
+        response
     } else if path == "/v1/traces" {
         // probity's OTLP export in the `probity-traced` runs: an empty
         // ExportTraceServiceResponse is an empty protobuf message.
@@ -369,8 +395,14 @@ fn main() {
         &embeddings[..],
         "no prompt_tokens to malform"
     );
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    gzip.write_all(&embeddings).unwrap();
+    let embeddings_gzip = Bytes::from(gzip.finish().unwrap());
+    let embeddings_zstd = Bytes::from(zstd::stream::encode_all(&embeddings[..], 3).unwrap());
     let bodies = Arc::new(Bodies {
         chat: chat_body(),
+        embeddings_gzip,
+        embeddings_zstd,
         malformed: Bytes::from(malformed),
         normalize10: AtomicU64::new(0),
         embeddings,
@@ -391,6 +423,8 @@ async fn serve(listen: String, bodies: Arc<Bodies>, huge_inputs: usize) {
         "listen": listener.local_addr().unwrap().to_string(),
         "chat_bytes": bodies.chat.len(),
         "embeddings_bytes": bodies.embeddings.len(),
+        "embeddings_gzip_bytes": bodies.embeddings_gzip.len(),
+        "embeddings_zstd_bytes": bodies.embeddings_zstd.len(),
         "embeddings_inputs": EMBEDDINGS_INPUTS,
         "huge_bytes": bodies.huge.as_ref().map_or(0, Bytes::len),
         "huge_inputs": huge_inputs,
@@ -416,11 +450,17 @@ async fn serve(listen: String, bodies: Arc<Bodies>, huge_inputs: usize) {
                     .get("x-bench-slow")
                     .and_then(|v| v.to_str().ok()?.parse().ok())
                     .unwrap_or(0u64);
+                let accept = request
+                    .headers()
+                    .get("accept-encoding")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
                 let body = match request.into_body().collect().await {
                     Ok(body) => body.to_bytes(),
                     Err(_) => Bytes::new(),
                 };
-                Ok::<_, Infallible>(answer(&bodies, &path, slow, &body))
+                Ok::<_, Infallible>(answer(&bodies, &path, (slow, &accept), &body))
             }
         });
         tokio::spawn(async move {

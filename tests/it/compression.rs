@@ -12,6 +12,9 @@ use http_body_util::Full;
 use crate::support::*;
 
 const FIXTURE: &str = include_str!("../fixtures/openai_embeddings.json");
+/// The same answer in brotli (quality 5, Python's `brotli`): probity only
+/// decodes br, so the fixture is made once.
+const FIXTURE_BR: &[u8] = include_bytes!("../fixtures/openai_embeddings.json.br");
 const REQUEST: &str = r#"{"model": "text-embedding-3-small", "input": ["a", "b"]}"#;
 
 fn gzip(body: &[u8]) -> Vec<u8> {
@@ -211,4 +214,18 @@ async fn an_error_answer_in_gzip_passes_as_it_came_or_decoded() {
     assert_eq!(plain.status, 401);
     assert_eq!(plain.body, &error[..]);
     assert_eq!(plain.header("content-encoding"), None);
+}
+
+#[tokio::test]
+async fn a_brotli_answer_goes_as_it_came_or_decoded_by_what_the_client_accepts() {
+    let upstream = compressing(FIXTURE_BR.to_vec(), "br").await;
+    let probity = openai(&upstream, "upstream_compression = true\n");
+    let accepting = embed(&probity, Some("br")).await;
+    assert_eq!(accepting.status, 200, "{}", accepting.text());
+    assert_eq!(accepting.body, FIXTURE_BR);
+    assert_eq!(accepting.header("content-encoding"), Some("br"));
+    let other = embed(&probity, Some("gzip")).await;
+    assert_eq!(other.status, 200, "{}", other.text());
+    assert_eq!(other.text(), FIXTURE);
+    assert_eq!(other.header("content-encoding"), None);
 }
