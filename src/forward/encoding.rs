@@ -250,4 +250,64 @@ mod tests {
         .unwrap();
         assert_eq!(whole, zeros);
     }
+
+    /// Any body, in either coding probity can encode here: decoded whole
+    /// within its own length, refused one byte below it, and, with a byte
+    /// flipped anywhere, an error or some bytes, never more than the limit
+    /// and never a panic.
+    #[test]
+    fn every_body_decodes_within_its_limit_and_a_damaged_one_never_overruns() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let gzip = |body: &[u8]| {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(body).unwrap();
+            e.finish().unwrap()
+        };
+        for round in 0..120 {
+            let len = (next() % 300_000) as usize;
+            // Runs of one byte and noise: both compress, differently.
+            let body: Vec<u8> = (0..len)
+                .map(|i| {
+                    if (i / 997) % 2 == 0 {
+                        b'7'
+                    } else {
+                        next() as u8
+                    }
+                })
+                .collect();
+            let packed = if round % 2 == 0 {
+                (Coding::Gzip, gzip(&body))
+            } else {
+                (
+                    Coding::Zstd,
+                    zstd::stream::encode_all(&body[..], 1).unwrap(),
+                )
+            };
+            let (coding, packed) = packed;
+            let mut whole = Vec::new();
+            decode(coding, &packed, len as u64, |b| whole.extend_from_slice(&b)).unwrap();
+            assert_eq!(whole, body, "{coding:?}, {len} bytes");
+            if len > 0 {
+                let short = decode(coding, &packed, len as u64 - 1, |_| {});
+                assert!(
+                    matches!(short, Err(DecodeError::TooLarge { .. })),
+                    "{coding:?}"
+                );
+            }
+            let mut damaged = packed.clone();
+            let at = (next() as usize) % damaged.len();
+            damaged[at] ^= 1 << (next() % 8);
+            let limit = (len / 2) as u64;
+            let mut got = 0u64;
+            let _ = decode(coding, &damaged, limit, |b| got += b.len() as u64);
+            assert!(got <= limit, "{coding:?}: {got} > {limit}");
+        }
+    }
 }
