@@ -97,14 +97,70 @@ fn quoted(writer: &mut Writer<'_>, value: &str) -> fmt::Result {
     writer.write_char('"')
 }
 
+impl Line<'_> {
+    /// A number: never quoted, so written straight to the line (as
+    /// `Debug` writes it, the form it had when it went through a string).
+    fn number(&mut self, name: &str, value: &dyn fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        let separator = if std::mem::replace(&mut self.first, false) {
+            ""
+        } else {
+            " "
+        };
+        self.result = write!(self.writer, "{separator}{name}={value:?}");
+    }
+}
+
+thread_local! {
+    /// Where a `Debug` or `%display` value is formatted before it is
+    /// quoted: one buffer a thread, so a request's line allocates nothing
+    /// for it (it allocated once per such field).
+    static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
 impl Visit for Line<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.pair(field.name(), value);
     }
 
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.number(field.name(), &value);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.number(field.name(), &value);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.number(field.name(), &value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.number(field.name(), &value);
+    }
+
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        use std::fmt::Write as _;
         // `%display` fields arrive here too, as their Display text.
-        self.pair(field.name(), &format!("{value:?}"));
+        let taken = SCRATCH.try_with(|scratch| {
+            let Ok(mut text) = scratch.try_borrow_mut() else {
+                return false;
+            };
+            text.clear();
+            let _ = write!(text, "{value:?}");
+            self.pair(field.name(), &text);
+            // A rare long value (an error's chain) is not kept for good.
+            if text.capacity() > 4096 {
+                *text = String::new();
+            }
+            true
+        });
+        // A log line inside a Debug impl (reentrant), or at thread exit.
+        if taken != Ok(true) {
+            self.pair(field.name(), &format!("{value:?}"));
+        }
     }
 }
 

@@ -85,9 +85,22 @@ async fn text_lines_are_logfmt_without_colour_and_name_every_route() {
         " method=POST ",
         " path=/openai/v1/embeddings ",
         " ending=complete ",
+        " outcome=normalized ",
+        // Numbers and booleans, written straight to the line.
+        " status=200 ",
+        " upstream_status=200 ",
+        " captured=true",
     ] {
         assert!(request.contains(field), "{field} in {request}");
     }
+    let duration = request
+        .split(' ')
+        .find_map(|field| field.strip_prefix("duration_ms="))
+        .unwrap();
+    assert!(
+        duration.parse::<f64>().is_ok_and(|ms| ms >= 0.0),
+        "{request}"
+    );
     assert!(!request.contains("=\"openai\""), "{request}");
     child.kill().unwrap();
     child.wait().unwrap();
