@@ -161,12 +161,14 @@ impl Upstream {
     /// then the base path, the rest of the client's path, and its query.
     /// The path a request is sent to upstream: the base path, then `rest`.
     pub(crate) fn path(&self, rest: &str) -> String {
-        let path = format!("{}{rest}", self.url.base_path);
+        // Sized once: this is on every request's path.
+        let mut path = String::with_capacity(self.url.base_path.len() + rest.len().max(1));
+        path.push_str(&self.url.base_path);
+        path.push_str(rest);
         if path.is_empty() {
-            "/".into()
-        } else {
-            path
+            path.push('/');
         }
+        path
     }
 
     fn uri(&self, rest: &str, query: Option<&str>) -> Result<Uri, http::Error> {

@@ -99,7 +99,10 @@ pub(super) fn clean(headers: &mut HeaderMap, peer: Option<Peer>, trusted_hops: u
     if !headers.contains_key(X_FORWARDED_FOR) {
         // The usual case: the client is the first hop.
         if let Some(value) =
-            peer.and_then(|Peer(addr)| HeaderValue::try_from(addr.ip().to_string()).ok())
+            // The address's own text becomes the value, not a copy of it.
+            peer.and_then(|Peer(addr)| {
+                HeaderValue::from_maybe_shared(bytes::Bytes::from(addr.ip().to_string())).ok()
+            })
         {
             headers.insert(X_FORWARDED_FOR, value);
         }
