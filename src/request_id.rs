@@ -41,8 +41,10 @@ fn generate() -> HeaderValue {
         hasher.write_u64(salt);
         hasher.finish()
     };
-    let text = format!("{:016x}{:016x}", half(0), half(1));
-    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static("-"))
+    // Written into the one buffer the value then owns: one allocation.
+    let mut text = bytes::BytesMut::with_capacity(32);
+    let _ = std::fmt::Write::write_fmt(&mut text, format_args!("{:016x}{:016x}", half(0), half(1)));
+    HeaderValue::from_maybe_shared(text.freeze()).unwrap_or_else(|_| HeaderValue::from_static("-"))
 }
 
 #[cfg(test)]
