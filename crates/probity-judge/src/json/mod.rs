@@ -153,7 +153,15 @@ impl<'a> Json<'a> {
         }
         let nodes = &self.doc.tape.nodes;
         let Range { start: mut at, end } = self.children();
-        let mut members = Vec::new();
+        // Counted first, down the tape's `next` links, so the members are
+        // allocated once rather than regrown (an answer's top level has
+        // more than the four a first growth gives).
+        let (mut count, mut next) = (0, at);
+        while next < end {
+            count += 1;
+            next = nodes.get(next as usize + 1)?.next;
+        }
+        let mut members = Vec::with_capacity(count);
         while at < end {
             // A key's entry, then its value's subtree.
             let key = self.doc.view(at);
