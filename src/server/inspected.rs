@@ -194,7 +194,7 @@ pub(super) fn streamed(
                 telemetry::uninspected(&route.name, &ctx.request_id, reason);
             }
             // The capture keeps the upstream's head as it came.
-            let upstream_head = (upstream.status, upstream.headers.clone());
+            let upstream_head = (upstream.status, owned(&upstream.headers));
             let sink = (shared.captures.clone(), &*ctx);
             // Its events may be rewritten, so the upstream's length no
             // longer holds: it goes out chunked (close-delimited to an
@@ -209,4 +209,18 @@ pub(super) fn streamed(
         }
     };
     respond(upstream, &ctx.request_id, payload)
+}
+
+/// A copy of a stream's upstream header values, kept for its capture: a
+/// received value is a slice of the upstream connection's read buffer, and
+/// holding it for the stream's life keeps that buffer alive, so hyper
+/// allocates another for the body instead of reusing it.
+fn owned(headers: &http::HeaderMap) -> http::HeaderMap {
+    let mut copy = http::HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let mut owned = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+        owned.set_sensitive(value.is_sensitive());
+        copy.append(name.clone(), owned);
+    }
+    copy
 }
