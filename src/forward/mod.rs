@@ -25,6 +25,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::header::{
     HeaderName, HeaderValue, InvalidHeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH,
+    ETAG,
 };
 use http::header::{CONTENT_TYPE, EXPECT, HOST};
 use http::{request, response, HeaderMap, Request, Uri, Version};
@@ -506,12 +507,31 @@ fn decoded(
     let (bytes, scanner) = whole.finish();
     let content_encoding = parts.headers.remove(CONTENT_ENCODING);
     parts.headers.insert(CONTENT_LENGTH, bytes.len().into());
+    // A strong validator names the compressed bytes: the decoded ones are
+    // only weakly the same (RFC 9110 §8.8.1), as nginx's gunzip marks them.
+    let etag = parts.headers.get(ETAG).cloned();
+    if let Some(weak) = etag.as_ref().and_then(weakened) {
+        parts.headers.insert(ETAG, weak);
+    }
     let from = Decoded::From {
         coding,
         raw,
         content_encoding,
+        etag,
     };
     Ok(Fetched::Whole(parts, bytes, scanner, from))
+}
+
+/// A strong entity tag made weak; `None` for one already weak.
+fn weakened(etag: &HeaderValue) -> Option<HeaderValue> {
+    let bytes = etag.as_bytes();
+    if bytes.starts_with(b"W/") {
+        return None;
+    }
+    let mut weak = Vec::with_capacity(bytes.len() + 2);
+    weak.extend_from_slice(b"W/");
+    weak.extend_from_slice(bytes);
+    HeaderValue::from_bytes(&weak).ok()
 }
 
 /// What became of a whole answer's content coding.
@@ -526,6 +546,8 @@ pub(crate) enum Decoded {
         coding: Coding,
         raw: Bytes,
         content_encoding: Option<HeaderValue>,
+        /// The upstream's own `ETag`, weakened on the decoded head.
+        etag: Option<HeaderValue>,
     },
     /// It names gzip, br or zstd but does not decode (why): the bytes and
     /// the head are the upstream's.
@@ -544,6 +566,7 @@ impl Decoded {
             coding,
             raw,
             content_encoding,
+            etag,
         } = self
         else {
             return None;
@@ -553,6 +576,9 @@ impl Decoded {
         }
         if let Some(value) = content_encoding {
             headers.insert(CONTENT_ENCODING, value);
+        }
+        if let Some(value) = etag {
+            headers.insert(ETAG, value);
         }
         headers.insert(CONTENT_LENGTH, raw.len().into());
         Some(raw)

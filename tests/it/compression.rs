@@ -33,6 +33,7 @@ async fn compressing(body: Vec<u8>, coding: &'static str) -> Upstream {
         Reply::json(200, body.clone())
             .header("content-encoding", coding)
             .header("vary", "Accept-Encoding")
+            .header("etag", "\"v1\"")
     })
     .await
 }
@@ -73,6 +74,11 @@ async fn a_sound_gzip_answer_reaches_a_client_that_accepts_gzip_as_the_provider_
     assert_eq!(
         got.header("content-length"),
         Some(&*packed.len().to_string())
+    );
+    assert_eq!(
+        got.header("etag"),
+        Some("\"v1\""),
+        "the upstream's own validator"
     );
     // Asked for what the client accepts of what probity decodes.
     assert_eq!(
@@ -121,6 +127,8 @@ async fn with_upstream_compression_a_client_that_accepts_none_gets_the_decoded_a
         got.header("content-length"),
         Some(&*FIXTURE.len().to_string())
     );
+    // Decoded bytes are only weakly the compressed ones (RFC 9110 §8.8.1).
+    assert_eq!(got.header("etag"), Some("W/\"v1\""));
     let asked = upstream.only_request();
     assert_eq!(asked.header("accept-encoding"), Some("gzip, br, zstd"));
 }
