@@ -158,8 +158,6 @@ impl Upstream {
         }
     }
 
-    /// The upstream URI for a request: scheme and host from the route alone,
-    /// then the base path, the rest of the client's path, and its query.
     /// The path a request is sent to upstream: the base path, then `rest`.
     pub(crate) fn path(&self, rest: &str) -> String {
         // Sized once: this is on every request's path.
@@ -172,6 +170,8 @@ impl Upstream {
         path
     }
 
+    /// The upstream URI for a request: scheme and host from the route alone,
+    /// then the base path, the rest of the client's path, and its query.
     fn uri(&self, rest: &str, query: Option<&str>) -> Result<Uri, http::Error> {
         let mut path = String::with_capacity(self.url.base_path.len() + rest.len() + 1);
         path.push_str(&self.url.base_path);
@@ -489,9 +489,10 @@ fn decoded(
     raw: Bytes,
     (coding, limit): (Coding, u64),
 ) -> Result<Fetched, ForwardError> {
-    let mut whole = BodyCollector::with_capacity(raw.len() as u64 * 4);
+    // A guess at the decoded size, never past what may be held.
+    let mut whole = BodyCollector::with_capacity((raw.len() as u64).saturating_mul(4).min(limit));
     whole.scan = parts.status.is_success();
-    match encoding::decode(coding, &raw, limit, |piece| whole.push(piece)) {
+    match encoding::decode(coding, &raw, limit, |piece| whole.extend(piece)) {
         Ok(()) => {}
         Err(DecodeError::TooLarge { limit }) => {
             return Err(ForwardError::TooLarge {
@@ -612,19 +613,35 @@ impl BodyCollector {
         self.len
     }
 
+    /// A received frame: kept as it is when it is the first.
     fn push(&mut self, data: Bytes) {
-        self.len += data.len() as u64;
-        if let Some(rest) = &mut self.rest {
-            rest.extend_from_slice(&data);
-        } else if let Some(first) = self.first.take() {
-            let capacity = (self.capacity as usize).max(2 * (first.len() + data.len()));
-            let mut rest = BytesMut::with_capacity(capacity);
-            rest.extend_from_slice(&first);
-            rest.extend_from_slice(&data);
-            self.rest = Some(rest);
-        } else {
-            self.first = Some(data);
+        if self.first.is_some() || self.rest.is_some() {
+            return self.extend(&data);
         }
+        self.len += data.len() as u64;
+        self.first = Some(data);
+        self.scan_more();
+    }
+
+    /// Bytes copied onto the end (a frame after the first, a decoded piece).
+    fn extend(&mut self, data: &[u8]) {
+        self.len += data.len() as u64;
+        let rest = match &mut self.rest {
+            Some(rest) => rest,
+            None => {
+                let first = self.first.take().unwrap_or_default();
+                let capacity = (self.capacity as usize).max(2 * (first.len() + data.len()));
+                let mut rest = BytesMut::with_capacity(capacity);
+                rest.extend_from_slice(&first);
+                self.rest.insert(rest)
+            }
+        };
+        rest.extend_from_slice(data);
+        self.scan_more();
+    }
+
+    /// Feeds the scanner what has come so far (it resumes where it was).
+    fn scan_more(&mut self) {
         if self.scan {
             match (&self.rest, &self.first) {
                 (Some(rest), _) => self.scanner.feed(rest),

@@ -30,8 +30,7 @@ use probity_judge::inspect::StreamJudge;
 use probity_judge::violation::Invariant;
 use probity_judge::violation::Violation;
 
-/// Where a checked stream's bytes come from: the upstream's relay (or, for
-/// the fuzz targets, pieces of a body).
+/// Where a checked stream's bytes come from: the upstream's relay.
 type UpstreamFrames = Pin<Box<dyn Body<Data = Bytes, Error = ForwardError> + Send>>;
 
 /// A judged stream. It is polled by the response body that owns the
