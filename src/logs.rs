@@ -56,15 +56,20 @@ struct Line<'writer> {
 }
 
 impl Line<'_> {
+    /// What goes before the next field: nothing before the first.
+    fn separator(&mut self) -> &'static str {
+        if std::mem::replace(&mut self.first, false) {
+            ""
+        } else {
+            " "
+        }
+    }
+
     fn pair(&mut self, name: &str, value: &str) {
         if self.result.is_err() {
             return;
         }
-        let separator = if std::mem::replace(&mut self.first, false) {
-            ""
-        } else {
-            " "
-        };
+        let separator = self.separator();
         self.result = if name == "message" {
             // The message leads the line, as prose.
             write!(self.writer, "{separator}{value}")
@@ -104,11 +109,7 @@ impl Line<'_> {
         if self.result.is_err() {
             return;
         }
-        let separator = if std::mem::replace(&mut self.first, false) {
-            ""
-        } else {
-            " "
-        };
+        let separator = self.separator();
         self.result = write!(self.writer, "{separator}{name}={value:?}");
     }
 }
