@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use super::Identity;
 use crate::contract::OutputFindings;
+use crate::figures::FigureFindings;
 use crate::outcome::Outcome;
 use crate::violation::Invariant;
 
@@ -39,6 +40,21 @@ pub struct Findings {
 }
 
 impl Findings {
+    /// What a figures pass found, as findings (its well-formed tokens, the
+    /// malformed figures and their pointers), and the rest of it, which is
+    /// how the body is rewritten: the nulled ranges, the headers removed.
+    pub(crate) fn of_figures(
+        found: FigureFindings,
+    ) -> (Self, Vec<std::ops::Range<usize>>, Vec<&'static str>) {
+        let findings = Findings {
+            tokens: found.tokens,
+            malformed: found.malformed,
+            pointers: found.pointers,
+            ..Findings::default()
+        };
+        (findings, found.nulls, found.removed_headers)
+    }
+
     /// What the exchange came to: the one ranking ([`Outcome`]) its
     /// capture, its span and the admin page all read.
     pub fn outcome(&self) -> Outcome {

@@ -662,20 +662,18 @@ fn judge(
         .as_ref()
         .map(|object| Identity::of(object, endpoint.figures))
         .unwrap_or_default();
+    let (figures, nulls, removed_headers) = Findings::of_figures(figures_found);
     let findings = Findings {
-        tokens: figures_found.tokens,
-        malformed: figures_found.malformed,
-        pointers: figures_found.pointers,
         uninspected: checked.err(),
         output,
         identity,
-        ..Findings::default()
+        ..figures
     };
     Verdict::Sound(Box::new(Sound {
         findings,
         body,
-        nulls: figures_found.nulls,
-        removed_headers: figures_found.removed_headers,
+        nulls,
+        removed_headers,
     }))
 }
 

@@ -80,12 +80,7 @@ pub fn judge_server_text(text: &[u8]) -> JudgedFrame {
             .collect();
         json::replace(text, &mut replacements).to_vec()
     });
-    let findings = Findings {
-        tokens: figures_found.tokens,
-        malformed: figures_found.malformed,
-        pointers: figures_found.pointers,
-        ..Findings::default()
-    };
+    let (findings, _, _) = Findings::of_figures(figures_found);
     JudgedFrame {
         kind,
         findings,
