@@ -35,11 +35,11 @@ use super::body::{Payload, ResponseBody};
 use super::catch::{injected_panic, CatchPanic};
 use super::chunks;
 use super::head;
-use super::held::{Delivery, Holder, Reserved};
+use super::held::{Holder, Reserved};
 use super::inspected::{self, Inspect};
 use super::respond::{cannot_build, error_response, respond};
 use super::tunnel;
-use super::Shared;
+use super::{Arrival, Shared};
 use crate::context::{RequestContext, Waited};
 use crate::error::{ProxyError, RequestError};
 use crate::forward::{self, ClientFault, Codings, Fetched, Reading, Traced, UpstreamBody};
@@ -55,8 +55,9 @@ pub(super) async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let delivery = request.extensions().get::<Arc<Delivery>>().cloned();
-    let peer = request.extensions().get::<head::Peer>().copied();
+    let arrival = request.extensions().get::<Arc<Arrival>>().cloned();
+    let delivery = arrival.as_ref().map(|a| a.delivery.clone());
+    let peer = arrival.as_ref().map(|a| &a.peer);
     let address = head::client_address(request.headers(), peer, shared.trusted_hops);
     let (head, body) = request.into_parts();
     let span = (shared.tracer.as_ref()).and_then(|t| t.request(&head.headers, &head.method));
@@ -138,7 +139,7 @@ async fn exchange(
     ctx: &mut RequestContext,
 ) -> Result<Response<Payload>, ProxyError> {
     let upgrade = head::check(&head)?.map(|asked| tunnel::Upgrade::take(asked, &mut head, opened));
-    let peer = head.extensions.get::<head::Peer>().copied();
+    let peer = head.extensions.get::<Arc<Arrival>>().map(|a| &a.peer);
     head::clean(&mut head.headers, peer, shared.trusted_hops);
     // The table in force when the request came: a reload never changes a
     // request (or a stream) in flight.

@@ -17,6 +17,7 @@ mod held;
 mod inspected;
 mod judged_stream;
 mod memory;
+mod protocol;
 mod reload;
 mod respond;
 mod tunnel;
@@ -32,10 +33,10 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -197,24 +198,36 @@ impl Probity {
 
     /// How client connections are served: HTTP/1.1 and HTTP/2, with the
     /// head limits and timeouts of `[server]`.
-    fn connection_builder(&self) -> auto::Builder<TokioExecutor> {
+    fn connection_builder(&self) -> Protocols {
+        // The same limits whichever builder serves HTTP/1 (their types differ).
+        macro_rules! http1_limits {
+            ($builder:expr) => {
+                $builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(self.header_read_timeout)
+                    // A head beyond these is answered 431 (the buffer bound
+                    // holds across split reads: it is what hyper has read so far).
+                    .max_headers(self.max_header_count)
+                    .max_buf_size(self.max_header_bytes)
+                    // The upstream's own Date passes through; hyper must not add one.
+                    .auto_date_header(false)
+            };
+        }
+        let mut http1 = http1::Builder::new();
+        http1_limits!(http1);
         let mut http = auto::Builder::new(TokioExecutor::new());
-        http.http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.header_read_timeout)
-            // A head beyond these is answered 431 (the buffer bound holds
-            // across split reads: it is what hyper has read so far).
-            .max_headers(self.max_header_count)
-            .max_buf_size(self.max_header_bytes)
-            // The upstream's own Date passes through; hyper must not add one.
-            .auto_date_header(false);
+        http1_limits!(http.http1());
         http.http2()
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
             // One connection cannot hold unbounded streams: max_connections
             // alone would not bound the requests in flight.
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
-        http
+        Protocols {
+            http1,
+            auto: http,
+            header_read_timeout: self.header_read_timeout,
+        }
     }
 
     /// Where the proxy listens (the bound port when configured as 0).
@@ -229,7 +242,7 @@ impl Probity {
 
     /// Serves until `shutdown` resolves, then drains and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
-        let http = self.connection_builder();
+        let http = Arc::new(self.connection_builder());
         let ready = Arc::new(AtomicBool::new(true));
         tokio::spawn(admin_endpoints(
             self.admin,
@@ -245,7 +258,7 @@ impl Probity {
             self.shared.clone(),
         ));
 
-        let graceful = GracefulShutdown::new();
+        let drain = protocol::Drain::new();
         let connections = Arc::new(memory::Connections::default());
         tokio::spawn(memory::trim_after_bursts(connections.clone()));
         tokio::pin!(shutdown);
@@ -274,7 +287,7 @@ impl Probity {
                 peer,
                 slot,
             };
-            tokio::spawn(connection.serve(http.clone(), graceful.watcher()));
+            tokio::spawn(connection.serve(http.clone(), drain.watcher()));
         }
 
         // Drain: not ready, no new connections, in-flight requests finish.
@@ -285,7 +298,7 @@ impl Probity {
         tracing::info!(connections = in_flight, "draining");
         // A tunnel left its HTTP connection at the switch: waited for apart.
         tokio::join!(
-            drain_requests(graceful, &connections, self.drain_timeout),
+            drain_requests(drain, &connections, self.drain_timeout),
             self.shared.tunnels.drain(deadline)
         );
         // Captures of the requests just finished, within what is left.
@@ -299,11 +312,11 @@ impl Probity {
 
 /// Waits for the requests in flight, `drain_timeout` at most.
 async fn drain_requests(
-    graceful: GracefulShutdown,
+    drain: protocol::Drain,
     connections: &memory::Connections,
     drain_timeout: Duration,
 ) {
-    match tokio::time::timeout(drain_timeout, graceful.shutdown()).await {
+    match tokio::time::timeout(drain_timeout, drain.drain()).await {
         Ok(()) => tracing::info!("drained: every request in flight completed"),
         Err(_) => tracing::warn!(
             connections = connections.active.load(Ordering::Relaxed),
@@ -379,7 +392,7 @@ struct Connection {
 impl Connection {
     /// Serves its requests until it closes, drains, or a held answer's
     /// client is past `send_timeout_ms`.
-    async fn serve(self, http: auto::Builder<TokioExecutor>, watcher: Watcher) {
+    async fn serve(self, http: Arc<Protocols>, mut draining: protocol::Draining) {
         let Self {
             shared,
             stream,
@@ -388,19 +401,43 @@ impl Connection {
         } = self;
         let delivery = Arc::new(held::Delivery::default());
         let held = shared.held.clone();
-        let clock = delivery.clone();
         // A tunnel keeps the connection's slot after hyper lets it go.
         let slot = Arc::new(slot);
-        let tunnel_slot = slot.clone();
+        // One extension a request, made once a connection.
+        let arrival = Arc::new(Arrival {
+            peer: head::Peer::of(peer),
+            delivery: delivery.clone(),
+            slot: slot.clone(),
+        });
         let service = service_fn(move |mut request: Request<Incoming>| {
-            request.extensions_mut().insert(head::Peer(peer));
-            request.extensions_mut().insert(clock.clone());
-            request.extensions_mut().insert(tunnel_slot.clone());
+            request.extensions_mut().insert(arrival.clone());
             exchange::handle(shared.clone(), request)
         });
-        let connection = http.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        // A connection that has sent nothing yet is closed by a drain.
+        let opening = tokio::select! {
+            opening = protocol::opening(&stream, http.header_read_timeout) => opening,
+            () = draining.begun() => None,
+        };
+        let Some(opening) = opening else {
+            return;
+        };
+        let io = TokioIo::new(stream);
+        let served = async {
+            match opening {
+                protocol::Opening::Http1 => {
+                    let connection = http.http1.serve_connection(io, service).with_upgrades();
+                    draining.watch(connection).await.map_err(Into::into)
+                }
+                // Boxed: the rare path's larger future does not size every
+                // connection's task.
+                protocol::Opening::MaybeHttp2 => {
+                    let connection = http.auto.serve_connection_with_upgrades(io, service);
+                    Box::pin(draining.watch(connection)).await
+                }
+            }
+        };
         tokio::select! {
-            served = watcher.watch(connection) => if let Err(err) = served {
+            served = served => if let Err(err) = served {
                 tracing::debug!(error = %err, "client connection ended with an error");
             },
             // Dropping the connection closes it, and its held answer's body
@@ -409,6 +446,24 @@ impl Connection {
         }
         drop(slot);
     }
+}
+
+/// What a request knows of the connection it arrived on.
+struct Arrival {
+    peer: head::Peer,
+    /// The clock of its held answers (`send_timeout_ms`).
+    delivery: Arc<held::Delivery>,
+    /// Its place under `max_connections`, which a tunnel keeps.
+    slot: Arc<ConnectionSlot>,
+}
+
+/// The servers of client connections: HTTP/1 directly, and `auto` for a
+/// connection that may open with HTTP/2's preface (`protocol`).
+struct Protocols {
+    http1: http1::Builder,
+    auto: auto::Builder<TokioExecutor>,
+    /// How long a new connection may stay silent.
+    header_read_timeout: Duration,
 }
 
 /// Counts a connection for `max_connections` while it lives.

@@ -221,8 +221,8 @@ pub(super) async fn open(
         route: route.clone(),
         slot: client
             .extensions
-            .get::<Arc<super::ConnectionSlot>>()
-            .cloned(),
+            .get::<Arc<super::Arrival>>()
+            .map(|arrival| arrival.slot.clone()),
     });
     Ok(response)
 }
