@@ -15,6 +15,7 @@ mod body;
 pub(crate) mod encoding;
 
 mod headers;
+mod pool;
 mod relay;
 mod sigv4;
 mod upgrade;
@@ -31,7 +32,6 @@ use http::header::{CONTENT_TYPE, EXPECT, HOST};
 use http::{request, response, HeaderMap, Request, Uri, Version};
 use http_body_util::BodyExt;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
 
 use crate::config::UpstreamUrl;
@@ -103,7 +103,7 @@ pub(crate) struct Upstream {
     url: UpstreamUrl,
     /// The URL as configured, for messages and logs (it never holds credentials).
     pub(crate) display: String,
-    client: HttpClient,
+    pool: pool::Pool,
     pub(crate) limits: Limits,
     /// The configured provider credential, when its variable was set.
     pub(crate) credential: Option<Credential>,
@@ -131,24 +131,21 @@ impl Upstream {
         limits: Limits,
         hint: &'static str,
     ) -> Self {
-        let https = crate::connector::https(connect_timeout);
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            // A burst of streams must not leave a connection (and its
-            // buffers) idle per stream for the next 90 s.
-            .pool_max_idle_per_host(64)
-            // hyper reads ahead up to ~400 KB of a relayed answer its client
-            // has not taken yet; 64 KiB keeps a slow reader's cost there
-            // (benches/slowhttp: 100 slow readers 106 → 29 MiB) and still
-            // admits response heads 8 times nginx's default buffer.
-            .http1_max_buf_size(64 * 1024)
-            .build(https);
+        let https = url.scheme == http::uri::Scheme::HTTPS;
+        // hyper reads ahead up to ~400 KB of a relayed answer its client
+        // has not taken yet; 64 KiB keeps a slow reader's cost there
+        // (benches/slowhttp: 100 slow readers 106 → 29 MiB) and still
+        // admits response heads 8 times nginx's default buffer.
+        let pool = pool::Pool::new(
+            crate::connector::https(connect_timeout),
+            &url.authority,
+            https,
+            64 * 1024,
+        );
         Self {
             url,
             display,
-            client,
+            pool,
             limits,
             credential: None,
             signer: None,
@@ -383,18 +380,28 @@ pub(crate) async fn fetch(
     traced: Option<Traced<'_>>,
     waited: &mut Duration,
 ) -> Result<Fetched, ForwardError> {
-    let Some(traced) = traced else {
-        return fetch_untraced(upstream, request, reading, waited).await;
-    };
-    let method = request.method().clone();
-    let call = traced
-        .span
-        .call(request.headers_mut(), &method, traced.chunk);
+    // One call of fetch_untraced, whether traced or not: each await of it
+    // would take its own room in this future, which is moved whole.
+    let call = traced.map(|traced| {
+        let method = request.method().clone();
+        (
+            traced,
+            traced
+                .span
+                .call(request.headers_mut(), &method, traced.chunk),
+        )
+    });
     let fetched = fetch_untraced(upstream, request, reading, waited).await;
-    match &fetched {
-        Ok(Fetched::Whole(parts, ..)) => traced.span.answered(call, parts.status.as_u16(), true),
-        Ok(Fetched::Stream(parts, _)) => traced.span.answered(call, parts.status.as_u16(), false),
-        Err(err) => traced.span.call_failed(call, err.kind()),
+    if let Some((traced, call)) = call {
+        match &fetched {
+            Ok(Fetched::Whole(parts, ..)) => {
+                traced.span.answered(call, parts.status.as_u16(), true)
+            }
+            Ok(Fetched::Stream(parts, _)) => {
+                traced.span.answered(call, parts.status.as_u16(), false)
+            }
+            Err(err) => traced.span.call_failed(call, err.kind()),
+        }
     }
     fetched
 }
@@ -415,7 +422,7 @@ async fn fetch_untraced(
         key: "timeout_ms",
     };
 
-    let response = timeout_at(deadline, upstream.client.request(request)).await;
+    let response = timeout_at(deadline, upstream.pool.send(request)).await;
     *waited += asked.elapsed();
     let response = match response {
         Err(_) => return Err(timeout("response")),
@@ -726,7 +733,20 @@ fn is_live(parts: &response::Parts, reading: Reading) -> bool {
 }
 
 /// A failed send: no connection at all, or one that broke before the response head.
-fn classify(upstream: &Upstream, err: &hyper_util::client::legacy::Error) -> ForwardError {
+fn classify(upstream: &Upstream, err: &pool::SendError) -> ForwardError {
+    match err {
+        pool::SendError::Connect(cause) => ForwardError::Unreachable {
+            upstream: upstream.display.clone(),
+            cause: root_cause(&**cause),
+            hint: upstream.hint,
+        },
+        pool::SendError::Exchange(err) => reset(upstream, err),
+    }
+}
+
+/// A tunnel's handshake failed: a connect error is the upstream's being
+/// unreachable, any other a reset.
+fn classify_legacy(upstream: &Upstream, err: &hyper_util::client::legacy::Error) -> ForwardError {
     if err.is_connect() {
         ForwardError::Unreachable {
             upstream: upstream.display.clone(),

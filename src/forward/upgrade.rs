@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
 
-use super::{classify, reset, ForwardError, HttpClient, Upstream, UpstreamBody};
+use super::{classify_legacy as classify, reset, ForwardError, HttpClient, Upstream, UpstreamBody};
 
 /// The upstream's answer to a handshake.
 pub(crate) enum Handshake {

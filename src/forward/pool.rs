@@ -1,0 +1,298 @@
+//! A route's keep-alive connections to its upstream, kept by probity.
+//!
+//! hyper-util's legacy pool did the same job through several layers a
+//! request: a checkout raced against a lazily built connect future, a pool
+//! keyed by scheme and authority under a mutex, a `Pooled` guard that put
+//! the connection back when dropped, a `Host` value formatted for every
+//! request, and, since an answer's body is read after its head, a task
+//! spawned per request to wait for the connection to be ready again. Here
+//! a connection is parked as soon as its answer's head is in, busy or not,
+//! and the next checkout takes the newest parked one that is ready (hyper
+//! says so once the answer's body is read): nothing is spawned per request,
+//! and the `Host` value is made once.
+//!
+//! HTTP/1.1 connections carry one exchange at a time; an HTTPS upstream that
+//! picks HTTP/2 through ALPN gets one shared connection, multiplexed.
+//! Each connection's I/O runs in a task of its own (hyper's connection
+//! future), as it did.
+//!
+//! A request is sent again on another connection only when hyper hands it
+//! back unsent: a parked connection the upstream closed while it was idle.
+//! Once a byte was written it never is (a model call is not idempotent).
+
+use std::error::Error as StdError;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use http::header::HOST;
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper_util::client::legacy::connect::Connection as _;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::UpstreamBody;
+use crate::connector::Connector;
+
+/// Connections parked at most: a burst of streams does not leave one idle
+/// per stream (and its buffers) for the next `IDLE_TIMEOUT`.
+const MAX_PARKED: usize = 64;
+
+/// A connection unused this long is closed (as the legacy pool's default
+/// of 90 s; providers' own idle timeouts are longer).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How often idle connections are looked at without a request to do it.
+const REAP_EVERY: Duration = Duration::from_secs(30);
+
+/// Why an exchange with the upstream failed before its answer's head.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SendError {
+    /// No connection could be opened (refused, DNS, TLS, the egress proxy,
+    /// the connect timeout).
+    #[error("{0}")]
+    Connect(Box<dyn StdError + Send + Sync>),
+    /// The connection failed during the exchange.
+    #[error(transparent)]
+    Exchange(#[from] hyper::Error),
+}
+
+/// One upstream's connections.
+pub(crate) struct Pool {
+    connector: Connector,
+    /// `Host` of an HTTP/1.1 request: the authority, without the scheme's
+    /// default port (as hyper-util wrote it).
+    host: Option<HeaderValue>,
+    parked: Arc<Mutex<Vec<ParkedConnection>>>,
+    /// The HTTP/2 connection, when the upstream chose it.
+    shared: Mutex<Option<http2::SendRequest<UpstreamBody>>>,
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+    /// The reaper of idle connections, started with the first one parked
+    /// (a pool is built before the runtime runs).
+    reaper: OnceLock<()>,
+}
+
+/// An HTTP/1.1 connection between exchanges (or finishing one's body).
+struct ParkedConnection {
+    sender: http1::SendRequest<UpstreamBody>,
+    /// When it was last handed out.
+    used: Instant,
+}
+
+impl ParkedConnection {
+    /// Closed by the upstream, or idle past [`IDLE_TIMEOUT`].
+    fn stale(&self, now: Instant) -> bool {
+        self.sender.is_closed()
+            || (self.sender.is_ready() && now.duration_since(self.used) > IDLE_TIMEOUT)
+    }
+}
+
+/// A connection to send one request on.
+enum Sender {
+    Http1(http1::SendRequest<UpstreamBody>),
+    Http2(http2::SendRequest<UpstreamBody>),
+}
+
+impl Pool {
+    /// `max_buf_size`: the most hyper reads ahead of an HTTP/1.1 answer
+    /// its reader has not taken yet.
+    pub(crate) fn new(
+        connector: Connector,
+        authority: &http::uri::Authority,
+        https: bool,
+        max_buf_size: usize,
+    ) -> Self {
+        let default_port = if https { 443 } else { 80 };
+        let host = match authority.port_u16() {
+            Some(port) if port != default_port => HeaderValue::from_str(authority.as_str()),
+            _ => HeaderValue::from_str(authority.host()),
+        };
+        let mut http1 = http1::Builder::new();
+        http1.max_buf_size(max_buf_size);
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2.timer(TokioTimer::new());
+        Self {
+            connector,
+            host: host.ok(),
+            parked: Arc::new(Mutex::new(Vec::new())),
+            shared: Mutex::new(None),
+            http1,
+            http2,
+            reaper: OnceLock::new(),
+        }
+    }
+
+    /// Sends `request` (its URI absolute) and waits for its answer's head.
+    pub(crate) async fn send(
+        &self,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, SendError> {
+        let uri = request.uri().clone();
+        loop {
+            let (sender, fresh) = match self.checkout() {
+                Some(sender) => (sender, false),
+                // Boxed: connecting (TLS, the egress proxy, two handshakes)
+                // is a large future that a request on a parked connection
+                // never runs.
+                None => (Box::pin(self.connect(&uri)).await?, true),
+            };
+            // A parked connection may have been closed while idle: a
+            // request it hands back unsent goes on the next one. On a new
+            // connection, what fails is the answer.
+            request = match self.send_on(sender, request).await {
+                Ok(response) => return Ok(response),
+                Err((Some(unsent), _)) if !fresh => restored(unsent, &uri),
+                Err((_, err)) => return Err(SendError::Exchange(err)),
+            };
+        }
+    }
+
+    /// Sends on `sender`, parking an HTTP/1.1 connection once the head is in.
+    async fn send_on(
+        &self,
+        sender: Sender,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, (Option<Request<UpstreamBody>>, hyper::Error)> {
+        match sender {
+            Sender::Http1(mut sender) => {
+                origin_form(&mut request);
+                if let Some(host) = &self.host {
+                    request
+                        .headers_mut()
+                        .entry(HOST)
+                        .or_insert_with(|| host.clone());
+                }
+                match sender.try_send_request(request).await {
+                    Ok(response) => {
+                        self.park(sender);
+                        Ok(response)
+                    }
+                    Err(mut err) => Err((err.take_message(), err.into_error())),
+                }
+            }
+            Sender::Http2(mut sender) => {
+                *request.version_mut() = http::Version::HTTP_2;
+                match sender.try_send_request(request).await {
+                    Ok(response) => Ok(response),
+                    Err(mut err) => {
+                        // Failed or refused a stream: the next request
+                        // opens a new connection rather than try it again.
+                        self.lock_shared().take();
+                        Err((err.take_message(), err.into_error()))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The newest ready connection; closed and expired ones are dropped.
+    fn checkout(&self) -> Option<Sender> {
+        if let Some(shared) = self.lock_shared().as_ref() {
+            if !shared.is_closed() {
+                return Some(Sender::Http2(shared.clone()));
+            }
+        }
+        let mut parked = lock(&self.parked);
+        let now = Instant::now();
+        let mut i = parked.len();
+        while i > 0 {
+            i -= 1;
+            let Some(entry) = parked.get(i) else { break };
+            if entry.stale(now) {
+                parked.remove(i);
+            } else if entry.sender.is_ready() {
+                return Some(Sender::Http1(parked.remove(i).sender));
+            }
+        }
+        None
+    }
+
+    fn park(&self, sender: http1::SendRequest<UpstreamBody>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut parked = lock(&self.parked);
+        if parked.len() < MAX_PARKED {
+            parked.push(ParkedConnection {
+                sender,
+                used: Instant::now(),
+            });
+        }
+        drop(parked);
+        self.reaper
+            .get_or_init(|| drop(tokio::spawn(reap(Arc::downgrade(&self.parked)))));
+    }
+
+    /// Opens a connection: HTTP/2 when TLS's ALPN chose it, else HTTP/1.1.
+    async fn connect(&self, uri: &Uri) -> Result<Sender, SendError> {
+        let mut connector = self.connector.clone();
+        std::future::poll_fn(|cx| connector.poll_ready(cx))
+            .await
+            .map_err(SendError::Connect)?;
+        let io = connector
+            .call(uri.clone())
+            .await
+            .map_err(SendError::Connect)?;
+        if io.connected().is_negotiated_h2() {
+            let (sender, connection) = self.http2.handshake(io).await?;
+            tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(error = %err, "upstream HTTP/2 connection ended with an error");
+                }
+            });
+            *self.lock_shared() = Some(sender.clone());
+            return Ok(Sender::Http2(sender));
+        }
+        let (sender, connection) = self.http1.handshake(io).await?;
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "upstream connection ended with an error");
+            }
+        });
+        Ok(Sender::Http1(sender))
+    }
+
+    fn lock_shared(&self) -> std::sync::MutexGuard<'_, Option<http2::SendRequest<UpstreamBody>>> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn lock(parked: &Mutex<Vec<ParkedConnection>>) -> std::sync::MutexGuard<'_, Vec<ParkedConnection>> {
+    // A panic while the list was held leaves a list, still sound.
+    parked.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Drops idle and closed connections every [`REAP_EVERY`], until the pool
+/// is gone (a reload dropped its route table).
+async fn reap(parked: Weak<Mutex<Vec<ParkedConnection>>>) {
+    loop {
+        tokio::time::sleep(REAP_EVERY).await;
+        let Some(parked) = parked.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        lock(&parked).retain(|entry| !entry.stale(now));
+    }
+}
+
+/// An HTTP/1.1 request names its path alone (RFC 9112 §3.2.1).
+fn origin_form(request: &mut Request<UpstreamBody>) {
+    let path = request
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    *request.uri_mut() = Uri::from(path);
+}
+
+/// A request handed back unsent, with its absolute URI again (an HTTP/2
+/// connection may take it next).
+fn restored(mut request: Request<UpstreamBody>, uri: &Uri) -> Request<UpstreamBody> {
+    *request.uri_mut() = uri.clone();
+    *request.version_mut() = http::Version::HTTP_11;
+    request
+}
