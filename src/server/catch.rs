@@ -6,29 +6,23 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
-/// A future whose panic becomes `Err` with the panic's message.
-pub(super) struct CatchPanic<F>(Pin<Box<F>>);
-
-impl<F: Future> CatchPanic<F> {
-    pub(super) fn new(future: F) -> Self {
-        Self(Box::pin(future))
-    }
-}
-
-impl<F: Future> Future for CatchPanic<F> {
-    type Output = Result<F::Output, String>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.get_mut().0;
-        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+/// Runs `future`, its panic becoming `Err` with the panic's message.
+///
+/// The future is pinned in place, inside this one's state, not boxed: a
+/// request's exchange is a future of kilobytes, and a box was a large
+/// allocation and a copy of it on every request.
+pub(super) async fn catch_panic<F: Future>(future: F) -> Result<F::Output, String> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(move |cx| {
+        match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
             Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
         }
-    }
+    })
+    .await
 }
 
 /// Runs `f`, turning a panic into `Err` with its message.
@@ -71,14 +65,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_future_becomes_an_error_with_its_message() {
-        let caught = CatchPanic::new(async {
+        let caught = catch_panic(async {
             let items: Vec<u8> = Vec::new();
             let at = items.len() + 3;
             items[at]
         })
         .await;
         assert!(caught.unwrap_err().contains("index out of bounds"));
-        assert_eq!(CatchPanic::new(async { 7 }).await, Ok(7));
+        assert_eq!(catch_panic(async { 7 }).await, Ok(7));
         assert_eq!(catching(|| 1), Ok(1));
         assert_eq!(catching(|| -> u8 { panic!("boom") }), Err("boom".into()));
     }
