@@ -110,6 +110,9 @@ pub struct Probity {
     drain_timeout: Duration,
 }
 
+/// The most headers hyper's HTTP/1 parser takes unless told otherwise.
+const HYPER_MAX_HEADERS: usize = 100;
+
 /// Concurrent HTTP/2 streams on one client connection.
 const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 
@@ -207,10 +210,16 @@ impl Probity {
                     .header_read_timeout(self.header_read_timeout)
                     // A head beyond these is answered 431 (the buffer bound
                     // holds across split reads: it is what hyper has read so far).
-                    .max_headers(self.max_header_count)
                     .max_buf_size(self.max_header_bytes)
                     // The upstream's own Date passes through; hyper must not add one.
-                    .auto_date_header(false)
+                    .auto_date_header(false);
+                // hyper's own bound is 100 headers, parsed into arrays left
+                // uninitialised on the stack; a bound it is given makes it
+                // fill two arrays of that size for every request head
+                // (smallvec's from_elem: about 700 instructions a request).
+                if self.max_header_count != HYPER_MAX_HEADERS {
+                    $builder.max_headers(self.max_header_count);
+                }
             };
         }
         let mut http1 = http1::Builder::new();
