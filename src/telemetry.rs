@@ -21,7 +21,6 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::config::UNKNOWN_CLIENT;
 use crate::context::RequestContext;
 use crate::forward::ForwardError;
-use probity_judge::outcome::Outcome;
 
 pub(crate) const REQUESTS_TOTAL: &str = "probity_requests_total";
 pub(crate) const REQUEST_DURATION_SECONDS: &str = "probity_request_duration_seconds";
@@ -249,22 +248,35 @@ pub(crate) fn request_finished(ctx: &RequestContext, bytes: u64, ending: Ending)
                 .record(overhead.as_secs_f64());
         }
     });
-    tracing::info!(
-        request_id = ctx.request_id.to_str().unwrap_or("-"),
-        route = %route,
-        client,
-        method = %ctx.method,
-        path = %ctx.path,
-        status,
-        upstream_status = ctx.upstream_status.map(|s| s.as_u16()),
-        duration_ms = millis(elapsed),
-        overhead_ms = overhead.map(millis),
-        bytes,
-        ending = ending.as_str(),
-        outcome = ctx.outcome.map(Outcome::as_str),
-        captured = ctx.captured,
-        "request"
-    );
+    use crate::logs::LineValue as Value;
+    // Filtered by `RUST_LOG` as tracing's own lines are, under this module.
+    if tracing::enabled!(tracing::Level::INFO) {
+        crate::logs::request(
+            module_path!(),
+            &[
+                (
+                    "request_id",
+                    Some(Value::Text(ctx.request_id.to_str().unwrap_or("-"))),
+                ),
+                ("route", Some(Value::Text(route))),
+                ("client", Some(Value::Text(client))),
+                ("method", Some(Value::Text(ctx.method.as_str()))),
+                ("path", Some(Value::Text(&ctx.path))),
+                ("status", Some(Value::Count(u64::from(status)))),
+                (
+                    "upstream_status",
+                    ctx.upstream_status
+                        .map(|s| Value::Count(u64::from(s.as_u16()))),
+                ),
+                ("duration_ms", Some(Value::Millis(elapsed))),
+                ("overhead_ms", overhead.map(Value::Millis)),
+                ("bytes", Some(Value::Count(bytes))),
+                ("ending", Some(Value::Text(ending.as_str()))),
+                ("outcome", ctx.outcome.map(|o| Value::Text(o.as_str()))),
+                ("captured", Some(Value::Flag(ctx.captured))),
+            ],
+        );
+    }
     if let Some(span) = &ctx.span {
         let cut = match ending {
             Ending::Cut(kind) => Some(kind),
