@@ -6,10 +6,11 @@
 //! the connection back when dropped, a `Host` value formatted for every
 //! request, and, since an answer's body is read after its head, a task
 //! spawned per request to wait for the connection to be ready again. Here
-//! a connection is parked as soon as its answer's head is in, busy or not,
-//! and the next checkout takes the newest parked one that is ready (hyper
-//! says so once the answer's body is read): nothing is spawned per request,
-//! and the `Host` value is made once.
+//! the answer's body ([`AnswerBody`]) parks its connection when it is read
+//! to its end, and the next checkout takes the newest parked one hyper says
+//! is ready: nothing is spawned per request, and the `Host` value is made
+//! once. A body dropped before its end (a client that left a stream) drops
+//! its connection, which hyper then closes: it is never reused.
 //!
 //! HTTP/1.1 connections carry one exchange at a time; an HTTPS upstream that
 //! picks HTTP/2 through ALPN gets one shared connection, multiplexed.
@@ -21,8 +22,14 @@
 //! Once a byte was written it never is (a model call is not idempotent).
 
 use std::error::Error as StdError;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
 
 use http::header::HOST;
 use http::uri::PathAndQuery;
@@ -66,14 +73,19 @@ pub(crate) struct Pool {
     /// `Host` of an HTTP/1.1 request: the authority, without the scheme's
     /// default port (as hyper-util wrote it).
     host: Option<HeaderValue>,
-    parked: Arc<Mutex<Vec<ParkedConnection>>>,
+    parked: Arc<Parked>,
     /// The HTTP/2 connection, when the upstream chose it.
     shared: Mutex<Option<http2::SendRequest<UpstreamBody>>>,
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
-    /// The reaper of idle connections, started with the first one parked
-    /// (a pool is built before the runtime runs).
-    reaper: OnceLock<()>,
+}
+
+/// The parked connections, and whether a task reaps them: one runs while
+/// any is parked, so an idle proxy runs none.
+#[derive(Default)]
+struct Parked {
+    connections: Mutex<Vec<ParkedConnection>>,
+    reaping: AtomicBool,
 }
 
 /// An HTTP/1.1 connection between exchanges (or finishing one's body).
@@ -118,11 +130,10 @@ impl Pool {
         Self {
             connector,
             host: host.ok(),
-            parked: Arc::new(Mutex::new(Vec::new())),
+            parked: Arc::default(),
             shared: Mutex::new(None),
             http1,
             http2,
-            reaper: OnceLock::new(),
         }
     }
 
@@ -130,7 +141,7 @@ impl Pool {
     pub(crate) async fn send(
         &self,
         mut request: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, SendError> {
+    ) -> Result<Response<AnswerBody>, SendError> {
         let uri = request.uri().clone();
         loop {
             let (sender, fresh) = match self.checkout() {
@@ -151,12 +162,13 @@ impl Pool {
         }
     }
 
-    /// Sends on `sender`, parking an HTTP/1.1 connection once the head is in.
+    /// Sends on `sender`; an HTTP/1.1 connection goes with the answer's
+    /// body, which parks it once read to its end.
     async fn send_on(
         &self,
         sender: Sender,
         mut request: Request<UpstreamBody>,
-    ) -> Result<Response<Incoming>, (Option<Request<UpstreamBody>>, hyper::Error)> {
+    ) -> Result<Response<AnswerBody>, (Option<Request<UpstreamBody>>, hyper::Error)> {
         match sender {
             Sender::Http1(mut sender) => {
                 origin_form(&mut request);
@@ -168,8 +180,11 @@ impl Pool {
                 }
                 match sender.try_send_request(request).await {
                     Ok(response) => {
-                        self.park(sender);
-                        Ok(response)
+                        let release = Release {
+                            sender,
+                            parked: self.parked.clone(),
+                        };
+                        Ok(response.map(|body| AnswerBody::new(body, Some(release))))
                     }
                     Err(mut err) => Err((err.take_message(), err.into_error())),
                 }
@@ -177,7 +192,7 @@ impl Pool {
             Sender::Http2(mut sender) => {
                 *request.version_mut() = http::Version::HTTP_2;
                 match sender.try_send_request(request).await {
-                    Ok(response) => Ok(response),
+                    Ok(response) => Ok(response.map(|body| AnswerBody::new(body, None))),
                     Err(mut err) => {
                         // Failed or refused a stream: the next request
                         // opens a new connection rather than try it again.
@@ -196,7 +211,7 @@ impl Pool {
                 return Some(Sender::Http2(shared.clone()));
             }
         }
-        let mut parked = lock(&self.parked);
+        let mut parked = lock(&self.parked.connections);
         let now = Instant::now();
         let mut i = parked.len();
         while i > 0 {
@@ -209,22 +224,6 @@ impl Pool {
             }
         }
         None
-    }
-
-    fn park(&self, sender: http1::SendRequest<UpstreamBody>) {
-        if sender.is_closed() {
-            return;
-        }
-        let mut parked = lock(&self.parked);
-        if parked.len() < MAX_PARKED {
-            parked.push(ParkedConnection {
-                sender,
-                used: Instant::now(),
-            });
-        }
-        drop(parked);
-        self.reaper
-            .get_or_init(|| drop(tokio::spawn(reap(Arc::downgrade(&self.parked)))));
     }
 
     /// Opens a connection: HTTP/2 when TLS's ALPN chose it, else HTTP/1.1.
@@ -266,16 +265,100 @@ fn lock(parked: &Mutex<Vec<ParkedConnection>>) -> std::sync::MutexGuard<'_, Vec<
     parked.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Drops idle and closed connections every [`REAP_EVERY`], until the pool
-/// is gone (a reload dropped its route table).
-async fn reap(parked: Weak<Mutex<Vec<ParkedConnection>>>) {
+/// Drops idle and closed connections every [`REAP_EVERY`], until none is
+/// parked or the pool is gone (a reload dropped its route table).
+async fn reap(parked: Weak<Parked>) {
     loop {
         tokio::time::sleep(REAP_EVERY).await;
         let Some(parked) = parked.upgrade() else {
             return;
         };
         let now = Instant::now();
-        lock(&parked).retain(|entry| !entry.stale(now));
+        let mut connections = lock(&parked.connections);
+        connections.retain(|entry| !entry.stale(now));
+        if connections.is_empty() {
+            // Under the list's lock, as parking checks it: a connection
+            // parked after this starts a reaper of its own.
+            parked.reaping.store(false, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// An HTTP/1.1 connection on its way back to its pool.
+struct Release {
+    sender: http1::SendRequest<UpstreamBody>,
+    parked: Arc<Parked>,
+}
+
+impl Release {
+    fn park(self) {
+        if self.sender.is_closed() {
+            return;
+        }
+        let mut connections = lock(&self.parked.connections);
+        if connections.len() >= MAX_PARKED {
+            return;
+        }
+        connections.push(ParkedConnection {
+            sender: self.sender,
+            used: Instant::now(),
+        });
+        let start = !self.parked.reaping.swap(true, Ordering::AcqRel);
+        drop(connections);
+        if start {
+            drop(tokio::spawn(reap(Arc::downgrade(&self.parked))));
+        }
+    }
+}
+
+/// An upstream answer's body. Read to its end, it parks its HTTP/1.1
+/// connection for the next request; dropped before, it drops it.
+pub(crate) struct AnswerBody {
+    body: Incoming,
+    release: Option<Release>,
+}
+
+impl AnswerBody {
+    fn new(body: Incoming, release: Option<Release>) -> Self {
+        let mut answer = Self { body, release };
+        // An empty body (a 204, a HEAD's answer) may never be polled.
+        if answer.body.is_end_stream() {
+            answer.released();
+        }
+        answer
+    }
+
+    fn released(&mut self) {
+        if let Some(release) = self.release.take() {
+            release.park();
+        }
+    }
+}
+
+impl Body for AnswerBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        // At the end, or at the last frame: a reader that sees the body
+        // ended (hyper's server does, for a known length) polls no more.
+        if matches!(polled, Poll::Ready(None)) || self.body.is_end_stream() {
+            self.released();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 

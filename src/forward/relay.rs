@@ -14,15 +14,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use tokio::time::{sleep_until, timeout_at, Instant, Sleep};
 
+use super::pool::AnswerBody;
 use super::{ForwardError, Upstream};
 
 pub(crate) struct Relay {
     /// The first data frame, read before the status line went out.
     first: Option<Bytes>,
-    body: Incoming,
+    body: AnswerBody,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
     sent: u64,
@@ -37,7 +37,7 @@ impl Relay {
     /// whole-call `deadline` or after `idle_timeout_ms`, whichever is first;
     /// the wait is added to `waited`.
     pub(super) async fn start(
-        mut body: Incoming,
+        mut body: AnswerBody,
         to: &Upstream,
         (deadline, limit): (Instant, u64),
         waited: &mut Duration,

@@ -289,6 +289,71 @@ async fn read_request(stream: &mut TcpStream) -> bool {
     }
 }
 
+/// One kept-alive upstream connection carries answer after answer, whether
+/// probity read it whole to judge it, relayed it unjudged with its length,
+/// or judged it as a chunked stream: the connection goes back to the pool
+/// when its answer is read to the end, whoever read it. (A route has its
+/// pool: the judged route and the passthrough route have one each.)
+#[tokio::test]
+async fn a_kept_alive_connection_serves_every_kind_of_answer_in_turn() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted, served) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (count, answers) = (accepted.clone(), served.clone());
+    let event = r#"data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+    let stream_answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n\
+         {:x}\r\n{event}\n\n\r\n{:x}\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+        event.len() + 2,
+        "data: [DONE]\n\n".len()
+    );
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let (answers, stream_answer) = (answers.clone(), stream_answer.clone());
+            tokio::spawn(async move {
+                while read_request(&mut stream).await {
+                    // Every third answer is a stream, the rest a document.
+                    let n = answers.fetch_add(1, Ordering::SeqCst);
+                    let reply = if n % 3 == 2 {
+                        stream_answer.clone()
+                    } else {
+                        format!("{}{EMBEDDINGS}", head("", EMBEDDINGS.len()))
+                    };
+                    write(&mut stream, reply.as_bytes()).await;
+                }
+            });
+        }
+    });
+    let upstream = format!("http://{addr}");
+    let routes = [
+        route("f", "/f", &upstream, "openai", LIMITS),
+        route("p", "/p", &upstream, "passthrough", LIMITS),
+    ]
+    .concat();
+    let probity = Probity::start(&config("", &routes));
+    let chat = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    for round in 0..3 {
+        let whole = post(&probity.url("/f/v1/embeddings"), REQUEST).await;
+        assert_eq!(whole.text(), EMBEDDINGS, "round {round}: judged whole");
+        let relayed = post(&probity.url("/p/v1/embeddings"), REQUEST).await;
+        assert_eq!(relayed.text(), EMBEDDINGS, "round {round}: relayed");
+        let streamed = post(&probity.url("/f/v1/chat/completions"), chat).await;
+        assert!(
+            streamed.text().ends_with("data: [DONE]\n\n"),
+            "round {round}"
+        );
+    }
+    assert_eq!(served.load(Ordering::SeqCst), 9);
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "one connection a route for all nine"
+    );
+}
+
 /// An upstream that closes its kept-alive connections when it likes: after
 /// a random number of answers, announced (`Connection: close`) or not, at
 /// once or a few milliseconds later (the race a pool must survive).
