@@ -223,14 +223,7 @@ pub(crate) fn request(target: &str, fields: &[(&str, Option<LineValue<'_>>)]) {
             return false;
         };
         line.clear();
-        match format {
-            Format::Text { ansi } => text_line(&mut line, ansi, target, fields),
-            Format::Json => json_line(&mut line, target, fields),
-        }
-        line.push(b'\n');
-        // One write, under stdout's lock as tracing's lines are.
-        use std::io::Write as _;
-        let _ = std::io::stdout().lock().write_all(&line);
+        write_line(&mut line, format, target, fields);
         if line.capacity() > 16 * 1024 {
             *line = Vec::new();
         }
@@ -238,15 +231,25 @@ pub(crate) fn request(target: &str, fields: &[(&str, Option<LineValue<'_>>)]) {
     });
     if written != Ok(true) {
         // Reentrant (a line inside a line), or at thread exit: a line of its own.
-        let mut line = Vec::new();
-        match format {
-            Format::Text { ansi } => text_line(&mut line, ansi, target, fields),
-            Format::Json => json_line(&mut line, target, fields),
-        }
-        line.push(b'\n');
-        use std::io::Write as _;
-        let _ = std::io::stdout().lock().write_all(&line);
+        write_line(&mut Vec::new(), format, target, fields);
     }
+}
+
+/// Builds the line in `line` and writes it with one call, under stdout's
+/// lock as tracing's lines are.
+fn write_line(
+    line: &mut Vec<u8>,
+    format: Format,
+    target: &str,
+    fields: &[(&str, Option<LineValue<'_>>)],
+) {
+    use std::io::Write as _;
+    match format {
+        Format::Text { ansi } => text_line(line, ansi, target, fields),
+        Format::Json => json_line(line, target, fields),
+    }
+    line.push(b'\n');
+    let _ = std::io::stdout().lock().write_all(line);
 }
 
 fn text_line(

@@ -33,14 +33,7 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
         }
         headers.remove(CONNECTION);
     }
-    for name in [
-        TE,
-        TRAILER,
-        TRANSFER_ENCODING,
-        UPGRADE,
-        PROXY_AUTHORIZATION,
-        PROXY_AUTHENTICATE,
-    ] {
+    for name in ALWAYS {
         headers.remove(name);
     }
     headers.remove("keep-alive");
@@ -60,19 +53,22 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// Whether `name` is one of the headers [`remove_hop_by_hop`] removes
 /// whatever `Connection` says (or `Connection` itself).
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    [
-        CONNECTION,
-        TE,
-        TRAILER,
-        TRANSFER_ENCODING,
-        UPGRADE,
-        PROXY_AUTHORIZATION,
-        PROXY_AUTHENTICATE,
-    ]
-    .contains(name)
+    name == CONNECTION
+        || ALWAYS.contains(name)
         || name.as_str() == "keep-alive"
         || name.as_str().starts_with("proxy-")
 }
+
+/// The hop-by-hop headers removed by name whatever `Connection` says
+/// (besides `Keep-Alive` and any `Proxy-*`).
+const ALWAYS: [HeaderName; 6] = [
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    PROXY_AUTHORIZATION,
+    PROXY_AUTHENTICATE,
+];
 
 #[cfg(test)]
 mod tests {
