@@ -89,7 +89,7 @@ impl Line<'_> {
 
 /// A value as logfmt writes it: bare when it can be, else quoted with `"`
 /// and `\` escaped.
-fn quoted(writer: &mut Writer<'_>, value: &str) -> fmt::Result {
+fn quoted(writer: &mut impl fmt::Write, value: &str) -> fmt::Result {
     let bare = !value.is_empty()
         && !value
             .chars()
@@ -275,7 +275,9 @@ fn text_line(
         line.extend_from_slice(name.as_bytes());
         line.push(b'=');
         match *value {
-            LineValue::Text(text) => logfmt_value(line, text),
+            LineValue::Text(text) => {
+                let _ = quoted(&mut LineText(line), text);
+            }
             LineValue::Count(n) => decimal(line, n),
             LineValue::Millis(duration) => millis(line, duration),
             LineValue::Flag(flag) => line.extend_from_slice(if flag { b"true" } else { b"false" }),
@@ -304,33 +306,15 @@ fn json_line(line: &mut Vec<u8>, target: &str, fields: &[(&str, Option<LineValue
     line.push(b'}');
 }
 
-/// A logfmt value: bare when it can be, else quoted (as [`quoted`]).
-fn logfmt_value(line: &mut Vec<u8>, value: &str) {
-    let bare = !value.is_empty()
-        && !value
-            .chars()
-            .any(|c| c == ' ' || c == '"' || c == '=' || c == '\\' || c.is_control());
-    if bare {
-        line.extend_from_slice(value.as_bytes());
-        return;
+/// The request line's bytes, written to as text: a logfmt value goes
+/// through the one [`quoted`] that tracing's lines use.
+struct LineText<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for LineText<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0.extend_from_slice(text.as_bytes());
+        Ok(())
     }
-    line.push(b'"');
-    for c in value.chars() {
-        match c {
-            '"' => line.extend_from_slice(b"\\\""),
-            '\\' => line.extend_from_slice(b"\\\\"),
-            '\n' => line.extend_from_slice(b"\\n"),
-            c if c.is_control() => {
-                use std::io::Write as _;
-                let _ = write!(line, "\\u{{{:x}}}", c as u32);
-            }
-            c => {
-                let mut utf8 = [0u8; 4];
-                line.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
-            }
-        }
-    }
-    line.push(b'"');
 }
 
 /// A JSON string (RFC 8259 §7).

@@ -197,7 +197,7 @@ impl Pool {
                     Err(mut err) => {
                         // Failed or refused a stream: the next request
                         // opens a new connection rather than try it again.
-                        self.lock_shared().take();
+                        lock(&self.shared).take();
                         Err((err.take_message(), err.into_error()))
                     }
                 }
@@ -207,7 +207,7 @@ impl Pool {
 
     /// The newest ready connection; closed and expired ones are dropped.
     fn checkout(&self) -> Option<Sender> {
-        if let Some(shared) = self.lock_shared().as_ref() {
+        if let Some(shared) = lock(&self.shared).as_ref() {
             if !shared.is_closed() {
                 return Some(Sender::Http2(shared.clone()));
             }
@@ -240,7 +240,7 @@ impl Pool {
         if io.connected().is_negotiated_h2() {
             let (sender, connection) = self.http2.handshake(io).await?;
             tokio::spawn(connection.map(ended));
-            *self.lock_shared() = Some(sender.clone());
+            *lock(&self.shared) = Some(sender.clone());
             return Ok(Sender::Http2(sender));
         }
         let (sender, connection) = self.http1.handshake(io).await?;
@@ -248,10 +248,6 @@ impl Pool {
         // for the connection twice (3.6 KB a connection instead of 1.7).
         tokio::spawn(connection.map(ended));
         Ok(Sender::Http1(sender))
-    }
-
-    fn lock_shared(&self) -> std::sync::MutexGuard<'_, Option<http2::SendRequest<UpstreamBody>>> {
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -262,9 +258,9 @@ fn ended(result: Result<(), hyper::Error>) {
     }
 }
 
-fn lock(parked: &Mutex<Vec<ParkedConnection>>) -> std::sync::MutexGuard<'_, Vec<ParkedConnection>> {
-    // A panic while the list was held leaves a list, still sound.
-    parked.lock().unwrap_or_else(PoisonError::into_inner)
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while it was held leaves a list or a sender, still sound.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Drops idle and closed connections every [`REAP_EVERY`], until none is

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::{timeout_at, Instant};
 
-use super::{classify_legacy as classify, reset, ForwardError, HttpClient, Upstream, UpstreamBody};
+use super::{classify_legacy, reset, ForwardError, HttpClient, Upstream, UpstreamBody};
 
 /// The upstream's answer to a handshake.
 pub(crate) enum Handshake {
@@ -58,7 +58,7 @@ pub(crate) async fn upgrade(
     let client = tunnel_client(&upstream.tunnels, upstream.connect_timeout);
     let mut response = match timeout_at(deadline, client.request(request)).await {
         Err(_) => return Err(timeout("response")),
-        Ok(Err(err)) => return Err(classify(upstream, &err)),
+        Ok(Err(err)) => return Err(classify_legacy(upstream, &err)),
         Ok(Ok(response)) => response,
     };
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
