@@ -17,7 +17,7 @@ mod held;
 mod inspected;
 mod judged_stream;
 mod memory;
-mod protocol;
+pub(crate) mod protocol;
 mod reload;
 mod respond;
 mod tunnel;
@@ -27,13 +27,13 @@ use reload::{Reloader, Routes};
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -224,9 +224,8 @@ impl Probity {
         }
         let mut http1 = http1::Builder::new();
         http1_limits!(http1);
-        let mut http = auto::Builder::new(TokioExecutor::new());
-        http1_limits!(http.http1());
-        http.http2()
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
             // One connection cannot hold unbounded streams: max_connections
@@ -234,7 +233,7 @@ impl Probity {
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
         Protocols {
             http1,
-            auto: http,
+            http2,
             header_read_timeout: self.header_read_timeout,
         }
     }
@@ -269,6 +268,7 @@ impl Probity {
 
         let drain = protocol::Drain::new();
         let connections = Arc::new(memory::Connections::default());
+        let refusing = Arc::new(AtomicUsize::new(0));
         tokio::spawn(memory::trim_after_bursts(connections.clone()));
         tokio::pin!(shutdown);
         loop {
@@ -284,9 +284,16 @@ impl Probity {
                     }
                 },
             };
+            let accepted = tokio::time::Instant::now();
             let _ = stream.set_nodelay(true);
             if connections.active.load(Ordering::Relaxed) >= self.max_connections {
-                tokio::spawn(refuse(stream, self.max_connections));
+                let refusal = Refusal::take(&refusing, self.max_connections);
+                if let Some(refusal) = refusal {
+                    let by = accepted + self.header_read_timeout;
+                    tokio::spawn(refuse(stream, self.max_connections, by, refusal));
+                }
+                // Else dropped: as many refusals are in flight as
+                // connections are served, and a flood gets no more.
                 continue;
             }
             let slot = ConnectionSlot::take(&connections);
@@ -294,6 +301,7 @@ impl Probity {
                 shared: self.shared.clone(),
                 stream,
                 peer,
+                accepted,
                 slot,
             };
             tokio::spawn(connection.serve(http.clone(), drain.watcher()));
@@ -395,6 +403,9 @@ struct Connection {
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
+    /// When it was accepted: its first head is due `header_read_timeout`
+    /// after.
+    accepted: tokio::time::Instant,
     slot: ConnectionSlot,
 }
 
@@ -406,6 +417,7 @@ impl Connection {
             shared,
             stream,
             peer,
+            accepted,
             slot,
         } = self;
         let delivery = Arc::new(held::Delivery::default());
@@ -417,14 +429,18 @@ impl Connection {
             peer: head::Peer::of(peer),
             delivery: delivery.clone(),
             slot: slot.clone(),
+            headed: AtomicBool::new(false),
         });
+        let headed = arrival.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
+            arrival.headed.store(true, Ordering::Relaxed);
             request.extensions_mut().insert(arrival.clone());
             exchange::handle(shared.clone(), request)
         });
+        let due = accepted + http.header_read_timeout;
         // A connection that has sent nothing yet is closed by a drain.
         let opening = tokio::select! {
-            opening = protocol::opening(&stream, http.header_read_timeout) => opening,
+            opening = protocol::opening(&stream, due) => opening,
             () = draining.begun() => None,
         };
         let Some(opening) = opening else {
@@ -435,12 +451,18 @@ impl Connection {
             match opening {
                 protocol::Opening::Http1 => {
                     let connection = http.http1.serve_connection(io, service).with_upgrades();
-                    draining.watch(connection).await.map_err(Into::into)
+                    // hyper times a head from its own first read, which
+                    // the opening's wait preceded: the first is due from
+                    // the accept.
+                    tokio::select! {
+                        served = draining.watch(connection) => served,
+                        () = protocol::headed_by(due, &headed.headed) => Ok(()),
+                    }
                 }
                 // Boxed: the rare path's larger future does not size every
                 // connection's task.
-                protocol::Opening::MaybeHttp2 => {
-                    let connection = http.auto.serve_connection_with_upgrades(io, service);
+                protocol::Opening::Http2 => {
+                    let connection = http.http2.serve_connection(io, service);
                     Box::pin(draining.watch(connection)).await
                 }
             }
@@ -464,13 +486,15 @@ struct Arrival {
     delivery: Arc<held::Delivery>,
     /// Its place under `max_connections`, which a tunnel keeps.
     slot: Arc<ConnectionSlot>,
+    /// Whether a request head has arrived on it.
+    headed: AtomicBool,
 }
 
-/// The servers of client connections: HTTP/1 directly, and `auto` for a
-/// connection that may open with HTTP/2's preface (`protocol`).
+/// The servers of client connections, one a protocol (`protocol` tells
+/// which a connection speaks).
 struct Protocols {
     http1: http1::Builder,
-    auto: auto::Builder<TokioExecutor>,
+    http2: http2::Builder<TokioExecutor>,
     /// How long a new connection may stay silent.
     header_read_timeout: Duration,
 }
@@ -491,10 +515,31 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// A connection being refused, counted while it is: at most as many are
+/// as `max_connections` (a flood past that is closed unanswered), and each
+/// is done by its head's deadline.
+struct Refusal(Arc<AtomicUsize>);
+
+impl Refusal {
+    fn take(refusing: &Arc<AtomicUsize>, limit: u64) -> Option<Self> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let now = refusing.fetch_add(1, Ordering::Relaxed);
+        let refusal = Self(refusing.clone());
+        (now < limit).then_some(refusal)
+    }
+}
+
+impl Drop for Refusal {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Answers every request of a connection over the limit with 503 and
-/// `Retry-After`, then closes it. A reply beats a silent drop: the client
+/// `Retry-After`, then closes it; one that has not sent its request by
+/// `by` is closed unanswered. A reply beats a silent drop: the client
 /// learns why and when to come back.
-async fn refuse(stream: TcpStream, limit: u64) {
+async fn refuse(stream: TcpStream, limit: u64, by: tokio::time::Instant, _refusal: Refusal) {
     let service = service_fn(move |request: Request<Incoming>| async move {
         telemetry::overload_rejected(limit);
         let request_id = crate::request_id::request_id(request.headers());
@@ -516,9 +561,6 @@ async fn refuse(stream: TcpStream, limit: u64) {
         Ok::<Response<_>, std::convert::Infallible>(response)
     });
     let mut http = auto::Builder::new(TokioExecutor::new());
-    http.http1()
-        .keep_alive(false)
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(5));
-    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+    http.http1().keep_alive(false);
+    let _ = tokio::time::timeout_at(by, http.serve_connection(TokioIo::new(stream), service)).await;
 }

@@ -59,6 +59,7 @@ mod responses;
 mod saved_answers;
 mod sdk_tools;
 mod sdks;
+mod slowloris;
 mod streams;
 mod three_paths;
 mod tool_conformance;
