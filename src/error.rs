@@ -75,6 +75,10 @@ pub(crate) enum RequestError {
         refusal: AdminRefusal,
         variable: String,
     },
+    /// The admin listener: a request a browser sent for another site, or
+    /// that names a host other than this one, for data or a change.
+    #[error("{}", crossing.what())]
+    AdminCrossSite { crossing: crate::admin::Crossing },
     /// A head the servers behind probity could frame differently.
     #[error("the request head is ambiguous: {what}")]
     Malformed { what: &'static str },
@@ -168,6 +172,9 @@ impl RequestError {
                     }
                 }
             }
+            err @ RequestError::AdminCrossSite { crossing } => {
+                format!("{err}: {}", crossing.remedy())
+            }
             err @ RequestError::ShareSpent { .. } => format!(
                 "{err}; nothing was forwarded: read the answers already sent to this client \
                  and retry after {RETRY_AFTER_SECONDS} s, or raise server.max_held_share"
@@ -199,6 +206,7 @@ impl ProxyError {
             ProxyError::Request(
                 RequestError::Unauthenticated { .. } | RequestError::AdminUnauthenticated { .. },
             ) => StatusCode::UNAUTHORIZED,
+            ProxyError::Request(RequestError::AdminCrossSite { .. }) => StatusCode::FORBIDDEN,
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -223,6 +231,7 @@ impl ProxyError {
             ProxyError::Request(
                 RequestError::Unauthenticated { .. } | RequestError::AdminUnauthenticated { .. },
             ) => "unauthenticated",
+            ProxyError::Request(RequestError::AdminCrossSite { .. }) => "forbidden",
             ProxyError::Forward(ForwardError::Unreachable { .. }) => "upstream_unreachable",
             ProxyError::Forward(ForwardError::Timeout { .. }) => "upstream_timeout",
             ProxyError::Forward(ForwardError::Reset { .. }) => "upstream_reset",
@@ -241,6 +250,7 @@ impl ProxyError {
             ProxyError::Request(RequestError::AdminUnauthenticated { .. }) => {
                 "admin_token_required"
             }
+            ProxyError::Request(RequestError::AdminCrossSite { crossing }) => crossing.as_str(),
             _ => self.kind(),
         }
     }

@@ -9,6 +9,13 @@
 //! token configured, a listener bound to loopback only (the default) serves
 //! those to this host, and one bound beyond it (a container's) to no one.
 //!
+//! "This host" includes its browser, which runs other sites' pages: with no
+//! token, a guarded endpoint refuses a request whose `Host` is not a
+//! loopback name or address (a page that rebound its own name to 127.0.0.1)
+//! and one a browser marks as sent for another origin (`Origin`,
+//! `Sec-Fetch-Site`). `POST /reload` changes state: it refuses another
+//! origin's request even with the token.
+//!
 //! - `GET /`: the admin page (`page.html`): per-route figures and the latest
 //!   captures, one capture's verbatim body beside what the client received;
 //! - `GET /status.json`: what the page shows, refreshed every few seconds;
@@ -36,15 +43,16 @@ use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::capture::{Captures, Meta, Query, Stored};
 use crate::error::{Answering, ProxyError, RequestError};
 use crate::route::{AdminRefusal, RouteSummary};
+use crate::server::protocol::{self, Opening};
 use crate::telemetry;
 use probity_judge::inspect::Envelope;
 
@@ -57,6 +65,10 @@ pub(crate) type RouteList = Arc<dyn Fn() -> Vec<RouteSummary> + Send + Sync>;
 /// Whether a request's headers present the admin token in force now (a
 /// reload may have rotated it); a refusal names its variable.
 pub(crate) type Gate = Arc<dyn Fn(&HeaderMap) -> Result<(), (AdminRefusal, String)> + Send + Sync>;
+
+/// How long an admin connection may take over its request head (and an
+/// idle one stay open): a scraper or a browser sends one at once.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -86,11 +98,16 @@ pub(crate) async fn serve(
     // Bound to loopback only, the listener is this host's alone: with no
     // token configured, it serves what needs one to this host (as a tool
     // on the same machine expects); anywhere else, only the token opens it.
-    let local_only = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
-    let mut http = auto::Builder::new(TokioExecutor::new());
-    http.http1()
+    let local = listener.local_addr().ok();
+    let local_only = local.is_some_and(|a| a.ip().is_loopback());
+    let port = local.map_or(0, |a| a.port());
+    let mut http1 = http1::Builder::new();
+    http1
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10));
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let mut http2 = http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new());
+    let protocols = Arc::new((http1, http2));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -100,6 +117,8 @@ pub(crate) async fn serve(
                 continue;
             }
         };
+        let due = tokio::time::Instant::now() + HEADER_READ_TIMEOUT;
+        let headed = Arc::new(AtomicBool::new(false));
         let ready = ready.clone();
         let metrics = metrics.clone();
         let captures = captures.clone();
@@ -107,7 +126,9 @@ pub(crate) async fn serve(
         let started = started.clone();
         let routes = routes.clone();
         let gate = gate.clone();
+        let first = headed.clone();
         let service = service_fn(move |request: Request<Incoming>| {
+            first.store(true, Ordering::Relaxed);
             let (ready, metrics, captures, reload, started, routes) = (
                 ready.clone(),
                 metrics.clone(),
@@ -116,7 +137,7 @@ pub(crate) async fn serve(
                 started.clone(),
                 routes.clone(),
             );
-            let refused = refusal(&request, &gate, peer, local_only);
+            let refused = refusal(&request, &gate, peer, (local_only, port));
             async move {
                 if let Some(refused) = refused {
                     return Ok::<_, Infallible>(refused);
@@ -136,9 +157,24 @@ pub(crate) async fn serve(
                 Ok::<_, Infallible>(response)
             }
         });
-        let http = http.clone();
+        let protocols = protocols.clone();
         tokio::spawn(async move {
-            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+            // As the proxy's: the opening and the first head are due from
+            // the accept, however the client paces them.
+            let Some(opening) = protocol::opening(&stream, due).await else {
+                return;
+            };
+            let (http1, http2) = &*protocols;
+            let io = TokioIo::new(stream);
+            match opening {
+                Opening::Http1 => tokio::select! {
+                    _ = http1.serve_connection(io, service) => {}
+                    () = protocol::headed_by(due, &headed) => {}
+                },
+                Opening::Http2 => {
+                    let _ = http2.serve_connection(io, service).await;
+                }
+            }
         });
     }
 }
@@ -150,32 +186,46 @@ fn guarded(path: &str) -> bool {
     matches!(path, "/status.json" | "/view.json" | "/reload") || path.starts_with("/captures")
 }
 
-/// `None` for an open endpoint or a request with the admin token; else its
-/// 401, in probity's error shape, logged without any token.
+/// `None` for an open endpoint, a request with the admin token, or one
+/// from this host to a loopback listener with no token configured; else its
+/// 401 or 403, in probity's error shape, logged without any token.
 fn refusal(
     request: &Request<Incoming>,
     gate: &Gate,
     peer: std::net::SocketAddr,
-    local_only: bool,
+    (local_only, port): (bool, u16),
 ) -> Option<Response<Full<Bytes>>> {
     let path = request.uri().path();
     if !guarded(path) {
         return None;
     }
-    let (refusal, variable) = match gate(request.headers()) {
-        Ok(()) | Err((AdminRefusal::NotConfigured, _)) if local_only => return None,
-        Ok(()) => return None,
-        Err(refused) => refused,
+    let crossing = Crossing::of(request, port);
+    let err = match (gate(request.headers()), crossing) {
+        // A change of state is never another site's to ask for.
+        (_, Some(crossing @ Crossing::OtherOrigin)) if path == "/reload" => {
+            RequestError::AdminCrossSite { crossing }
+        }
+        (Ok(()), _) => return None,
+        (Err((AdminRefusal::NotConfigured, _)), None) if local_only => return None,
+        (Err((AdminRefusal::NotConfigured, _)), Some(crossing)) if local_only => {
+            RequestError::AdminCrossSite { crossing }
+        }
+        (Err((refusal, variable)), _) => RequestError::AdminUnauthenticated { refusal, variable },
     };
     let request_id = crate::request_id::request_id(request.headers());
+    let refusal = match &err {
+        RequestError::AdminUnauthenticated { refusal, .. } => refusal.as_str(),
+        RequestError::AdminCrossSite { crossing } => crossing.as_str(),
+        _ => "-",
+    };
     tracing::info!(
         request_id = request_id.to_str().unwrap_or("-"),
         path,
         peer = %peer.ip(),
-        refusal = refusal.as_str(),
+        refusal,
         "admin request refused"
     );
-    let err = ProxyError::Request(RequestError::AdminUnauthenticated { refusal, variable });
+    let err = ProxyError::Request(err);
     let answering = Answering {
         route: None,
         request_id: &request_id,
@@ -184,6 +234,100 @@ fn refusal(
         mid_stream: false,
     };
     Some(err.respond(&answering).map(Full::new))
+}
+
+/// Why a request from this host is not this host's own to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Crossing {
+    /// Its `Host` names no loopback address: a name that resolved here
+    /// for a page of another site (DNS rebinding).
+    ForeignHost,
+    /// A browser sent it for a page of another origin (`Origin`, or
+    /// `Sec-Fetch-Site` other than `same-origin` or `none`).
+    OtherOrigin,
+}
+
+impl Crossing {
+    /// What a request says of where it comes from, against a listener on
+    /// `port`: `None` when it is this listener's own origin's (or no
+    /// browser's: a tool sends neither header).
+    fn of(request: &Request<Incoming>, port: u16) -> Option<Self> {
+        let headers = request.headers();
+        let host = request
+            .uri()
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| headers.get(http::header::HOST)?.to_str().ok());
+        if !host.is_some_and(|host| loopback(host, None)) {
+            return Some(Crossing::ForeignHost);
+        }
+        let fetched = headers.get("sec-fetch-site").map(HeaderValue::as_bytes);
+        if fetched.is_some_and(|site| site != b"same-origin" && site != b"none") {
+            return Some(Crossing::OtherOrigin);
+        }
+        let origin = headers.get(http::header::ORIGIN).map(|o| o.to_str());
+        match origin {
+            None => None,
+            Some(Ok(origin)) => match origin.strip_prefix("http://") {
+                Some(authority) if loopback(authority, Some(port)) => None,
+                _ => Some(Crossing::OtherOrigin),
+            },
+            Some(Err(_)) => Some(Crossing::OtherOrigin),
+        }
+    }
+
+    /// The error's `code`, and the log line's `refusal`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Crossing::ForeignHost => "admin_foreign_host",
+            Crossing::OtherOrigin => "admin_cross_site",
+        }
+    }
+
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            Crossing::ForeignHost => {
+                "this admin endpoint answers this host without a token only under a loopback                  name, and the request's Host is not one"
+            }
+            Crossing::OtherOrigin => {
+                "this admin endpoint does not answer a request a browser sent for another site"
+            }
+        }
+    }
+
+    pub(crate) fn remedy(self) -> &'static str {
+        match self {
+            Crossing::ForeignHost => {
+                "open it as http://127.0.0.1:<port> or http://localhost:<port>, or configure                  the admin token ([admin] token_env) and send it as `Authorization: Bearer                  <token>`"
+            }
+            Crossing::OtherOrigin => {
+                "open the admin page itself (its own requests are same-origin), or call the                  endpoint from a tool, which sends no Origin"
+            }
+        }
+    }
+}
+
+/// Whether an authority (`host[:port]`) names this host by a loopback
+/// address or the `localhost` names browsers keep on loopback (RFC 6761),
+/// on `port` when one is asked for (an origin's port is part of it).
+fn loopback(authority: &str, port: Option<u16>) -> bool {
+    let Ok(authority) = authority.parse::<http::uri::Authority>() else {
+        return false;
+    };
+    if let Some(port) = port {
+        if authority.port_u16().unwrap_or(80) != port {
+            return false;
+        }
+    }
+    let host = authority.host();
+    let name = host.trim_start_matches('[').trim_end_matches(']');
+    match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
 }
 
 /// What the admin endpoints read.

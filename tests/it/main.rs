@@ -25,6 +25,7 @@
 
 mod support;
 
+mod admin_access;
 mod admin_page;
 mod admission;
 mod architecture;
