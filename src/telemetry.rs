@@ -32,6 +32,7 @@ pub(crate) const TOKENS_TOTAL: &str = "probity_tokens_total";
 pub(crate) const REALTIME_ERRORS_TOTAL: &str = "probity_realtime_errors_total";
 pub(crate) const UPSTREAM_STREAM_ERRORS_TOTAL: &str = "probity_upstream_stream_errors_total";
 pub(crate) const UNINSPECTED_TOTAL: &str = "probity_uninspected_total";
+pub(crate) const CLIENT_GONE_TOTAL: &str = "probity_client_gone_total";
 pub(crate) const TIME_TO_FIRST_BYTE_SECONDS: &str = "probity_time_to_first_byte_seconds";
 pub(crate) const OVERHEAD_SECONDS: &str = "probity_overhead_seconds";
 pub(crate) const MODEL_INVALID_OUTPUT_TOTAL: &str = "probity_model_invalid_output_total";
@@ -80,6 +81,11 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
     describe_counter!(
         UPSTREAM_ERRORS_TOTAL,
         "Upstream faults by kind: unreachable, timeout, reset, too_large."
+    );
+    describe_counter!(
+        CLIENT_GONE_TOTAL,
+        "Answers whose client closed its connection before their last byte (a stream before \
+         its end), by route: neither the upstream's fault nor probity's."
     );
     describe_counter!(
         OVERLOAD_REJECTIONS_TOTAL,
@@ -276,6 +282,9 @@ pub(crate) fn request_finished(ctx: &RequestContext, bytes: u64, ending: Ending)
                 ("captured", Some(Value::Flag(ctx.captured))),
             ],
         );
+    }
+    if ending == Ending::ClientGone {
+        counter!(CLIENT_GONE_TOTAL, "route" => route.to_string()).increment(1);
     }
     if let Some(span) = &ctx.span {
         let cut = match ending {

@@ -73,7 +73,7 @@ impl Relay {
             }
         };
         let sent = first.as_ref().map_or(0, |d| d.len() as u64);
-        let done = first.is_none();
+        let done = first.is_none() || body.is_end_stream();
         let mut relay = Self {
             first,
             body,
@@ -127,6 +127,9 @@ impl Body for Relay {
                     }
                     let next = Instant::now() + this.idle_timeout;
                     this.idle.as_mut().reset(next);
+                    // The last frame of a known length: hyper's server
+                    // polls no further after it, so the end is seen here.
+                    this.done = this.body.is_end_stream();
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 Poll::Ready(Some(Err(err))) => {

@@ -41,6 +41,11 @@ pub(crate) struct ResponseBody {
     /// The request's context, until its end is logged.
     ctx: Option<RequestContext>,
     bytes: u64,
+    /// The bytes the client's answer carries when its head says so
+    /// (`Content-Length`; none for a HEAD, a 204, a 304): hyper writes
+    /// that many and polls no further, so the body may never see its own
+    /// end (an upstream that closes after its answer sends no last frame).
+    due: Option<u64>,
     first_byte_seen: bool,
     /// What the body has waited on since it last returned from a poll:
     /// not probity's time (`telemetry::Waited`).
@@ -64,11 +69,18 @@ enum Parked {
 const SLICE: usize = 64 * 1024;
 
 impl ResponseBody {
-    pub(crate) fn new(payload: Payload, ctx: RequestContext, held: Option<HeldShare>) -> Self {
+    pub(crate) fn new(
+        payload: Payload,
+        ctx: RequestContext,
+        head: &http::response::Parts,
+        held: Option<HeldShare>,
+    ) -> Self {
+        let due = due(&ctx.method, head);
         Self {
             payload,
             ctx: Some(ctx),
             bytes: 0,
+            due,
             first_byte_seen: false,
             parked: None,
             _held: held,
@@ -82,6 +94,7 @@ impl ResponseBody {
             payload: Payload::Whole(None),
             ctx: None,
             bytes: 0,
+            due: None,
             first_byte_seen: false,
             parked: None,
             _held: None,
@@ -171,7 +184,7 @@ impl Body for ResponseBody {
                         telemetry::stream_first_byte(ctx);
                     }
                 }
-                if this.payload_ended() {
+                if this.delivered() {
                     this.finish(this.ending());
                 }
             }
@@ -233,6 +246,12 @@ impl ResponseBody {
         }
     }
 
+    /// Whether the client has had the whole answer: the payload's end, or
+    /// every byte its head promised.
+    fn delivered(&self) -> bool {
+        self.payload_ended() || self.due.is_some_and(|due| self.bytes >= due)
+    }
+
     fn payload_ended(&self) -> bool {
         match &self.payload {
             Payload::Whole(bytes) => bytes.is_none(),
@@ -242,10 +261,26 @@ impl ResponseBody {
     }
 }
 
+/// The body bytes hyper sends with the answer `head` to a `method`
+/// request, when its head fixes them (RFC 9110 §6.4.1: none to a HEAD,
+/// in a 1xx, 204 or 304; else its `Content-Length`).
+fn due(method: &http::Method, head: &http::response::Parts) -> Option<u64> {
+    let status = head.status;
+    if method == http::Method::HEAD
+        || status.is_informational()
+        || status == http::StatusCode::NO_CONTENT
+        || status == http::StatusCode::NOT_MODIFIED
+    {
+        return Some(0);
+    }
+    let length = head.headers.get(http::header::CONTENT_LENGTH)?;
+    length.to_str().ok()?.parse().ok()
+}
+
 impl Drop for ResponseBody {
     /// hyper drops the body early when the client goes away.
     fn drop(&mut self) {
-        let ending = if self.payload_ended() {
+        let ending = if self.delivered() {
             Ending::Complete
         } else {
             Ending::ClientGone

@@ -100,7 +100,9 @@ pub(super) async fn handle(
     };
     // Given back only now that the answer itself is counted.
     drop(reserved);
-    Ok(response.map(|payload| ResponseBody::new(payload, ctx, share)))
+    let (head, payload) = response.into_parts();
+    let body = ResponseBody::new(payload, ctx, &head, share);
+    Ok(Response::from_parts(head, body))
 }
 
 /// What probity does with a request once its route is known: one typed

@@ -651,3 +651,223 @@ async fn an_answer_both_normalized_and_invalid_has_one_outcome_in_its_span_and_i
     );
     assert_eq!(capture["reasons"], serde_json::json!([reason]));
 }
+
+/// How an answer ended, for every way one can: the same on its log line,
+/// its span and the metrics. hyper's server writes a body of known length
+/// to its last byte and polls it no more, so an answer whose upstream sent
+/// no last frame after its bytes (it closed, or spoke HTTP/1.0) was once
+/// logged `client_gone` though the client read every byte.
+#[tokio::test]
+async fn every_way_an_answer_ends_is_recorded_as_it_ended() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const KEEP: Duration = Duration::from_secs(3);
+    // (route, method, what the upstream writes, whether it then closes,
+    // the ending, whether the client leaves after the first bytes)
+    type Case = (&'static str, &'static str, &'static [u8], bool, &'static str, bool);
+    let cases: [Case; 11] = [
+        (
+            "length",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            false,
+            "complete",
+            false,
+        ),
+        (
+            "length_then_close",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            true,
+            "complete",
+            false,
+        ),
+        (
+            "connection_close",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            true,
+            "complete",
+            false,
+        ),
+        (
+            "http10_keep_alive",
+            "GET",
+            b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello",
+            false,
+            "complete",
+            false,
+        ),
+        (
+            "chunked",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            false,
+            "complete",
+            false,
+        ),
+        (
+            "eof",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello",
+            true,
+            "complete",
+            false,
+        ),
+        (
+            "no_content",
+            "GET",
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+            false,
+            "complete",
+            false,
+        ),
+        (
+            "not_modified",
+            "GET",
+            b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n",
+            false,
+            "complete",
+            false,
+        ),
+        (
+            "head",
+            "HEAD",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+            false,
+            "complete",
+            false,
+        ),
+        (
+            "upstream_cut",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello",
+            true,
+            "cut",
+            false,
+        ),
+        (
+            "client_gone",
+            "GET",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello",
+            false,
+            "client_gone",
+            true,
+        ),
+    ];
+    let receiver = Receiver::start().await;
+    let mut routes = String::new();
+    for (name, _, reply, closes, _, _) in cases {
+        let (addr, _) = raw_upstream(move |mut stream| async move {
+            let _ = stream.write_all(reply).await;
+            // For the client who leaves, more bytes now and then: a write
+            // is what shows hyper its client has gone.
+            let started = Instant::now();
+            while !closes && started.elapsed() < KEEP {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if name == "client_gone" && stream.write_all(b"more.").await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        routes.push_str(&route(
+            name,
+            &format!("/{name}"),
+            &format!("http://{addr}"),
+            "passthrough",
+            "",
+        ));
+    }
+    routes.push_str(&format!(
+        "[telemetry]\notlp_endpoint = \"{}\"\n",
+        receiver.endpoint()
+    ));
+    let probity = Probity::start(&config("", &routes));
+    for (name, method, _, _, _, leaves) in cases {
+        let mut client = tokio::net::TcpStream::connect(probity.addr).await.unwrap();
+        let head = format!("{method} /{name}/x HTTP/1.1\r\nHost: p\r\n\r\n");
+        client.write_all(head.as_bytes()).await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        // Read what comes: the whole answer (kept alive: up to its end),
+        // or the first bytes of a body and then leave.
+        let read = async {
+            loop {
+                let n = client.read(&mut buf).await.unwrap_or(0);
+                seen.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&seen);
+                let body_started =
+                    text.contains("\r\n\r\nhello") || text.contains("\r\n\r\n5\r\nhello");
+                let whole = match text.split_once("\r\n\r\n") {
+                    Some((head, _))
+                        if head.contains(" 204 ") || head.contains(" 304 ") || method == "HEAD" =>
+                    {
+                        true
+                    }
+                    Some((_, body))
+                        if text.contains("Transfer-Encoding: chunked")
+                            || text.contains("transfer-encoding: chunked") =>
+                    {
+                        body.ends_with("0\r\n\r\n")
+                    }
+                    Some((_, body)) => body.len() >= 5,
+                    None => false,
+                };
+                if n == 0 || (leaves && body_started) || (!leaves && whole) {
+                    return;
+                }
+            }
+        };
+        within(name, read).await;
+        drop(client);
+    }
+    // Each line, once its answer ended (a cut stream's upstream closed;
+    // the client who left is seen at the next write or its close).
+    let started = Instant::now();
+    let lines = loop {
+        let lines: Vec<serde_json::Value> = probity
+            .logs()
+            .into_iter()
+            .filter(|l| l["ending"].is_string())
+            .collect();
+        if lines.len() >= cases.len() || started.elapsed() > Duration::from_secs(10) {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let spans = receiver.spans(cases.len()).await;
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    for (name, _, _, _, ending, _) in cases {
+        let line = lines
+            .iter()
+            .find(|l| l["route"] == name)
+            .unwrap_or_else(|| panic!("{name}: no log line in {lines:?}"));
+        assert_eq!(line["ending"], ending, "{name}: {line}");
+        let span = spans
+            .iter()
+            .filter(|s| s.kind == SpanKind::Server as i32)
+            .find(|s| text(s, "probity.route").as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("{name}: no span"));
+        let gone = attr(span, "probity.client_gone");
+        assert_eq!(gone.is_some(), ending == "client_gone", "{name}: {gone:?}");
+        let counted = |metric: &str| -> f64 {
+            let route = format!("route=\"{name}\"");
+            metrics
+                .lines()
+                .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&route))
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum()
+        };
+        let one_if = |yes: bool| f64::from(u8::from(yes));
+        assert_eq!(
+            counted("probity_client_gone_total"),
+            one_if(ending == "client_gone"),
+            "{name}"
+        );
+        assert_eq!(
+            counted("probity_upstream_errors_total"),
+            one_if(ending == "cut"),
+            "{name}"
+        );
+    }
+}
