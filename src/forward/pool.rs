@@ -20,6 +20,15 @@
 //! A request is sent again on another connection only when hyper hands it
 //! back unsent: a parked connection the upstream closed while it was idle.
 //! Once a byte was written it never is (a model call is not idempotent).
+//! So a parked connection is not taken on hyper's word alone: an upstream
+//! that closes after every answer without saying so (simple servers,
+//! serverless runtimes) has its FIN in the kernel before hyper's task has
+//! read it, and a request written then is lost (14 of 300 back to back).
+//! The checkout asks the kernel ([`Socket::hung_up`]) first. That leaves
+//! the request written in the microseconds between such an upstream's
+//! answer and its close (1 of 2,000 at full speed): a pool that finds its
+//! connections closed right after their answers parks none for a while,
+//! and opens one a request, as `Connection: close` would have had it.
 
 use std::error::Error as StdError;
 use std::pin::Pin;
@@ -87,11 +96,22 @@ pub(crate) struct Pool {
 struct Parking {
     connections: Mutex<Vec<ParkedConnection>>,
     reaping: AtomicBool,
+    /// Until when no answer's connection is parked: the upstream was seen
+    /// closing them right after their answers.
+    closing: Mutex<Option<Instant>>,
 }
+
+/// A parked connection found closed this soon after its answer was closed
+/// because of it, not for idling.
+const CLOSED_AFTER_ANSWER: Duration = Duration::from_secs(1);
+
+/// How long a pool that saw that parks nothing (then it tries again).
+const UNPARKED_FOR: Duration = Duration::from_secs(30);
 
 /// An HTTP/1.1 connection between exchanges (or finishing one's body).
 struct ParkedConnection {
     sender: http1::SendRequest<UpstreamBody>,
+    socket: Socket,
     /// When it was last handed out.
     used: Instant,
 }
@@ -106,7 +126,7 @@ impl ParkedConnection {
 
 /// A connection to send one request on.
 enum Sender {
-    Http1(http1::SendRequest<UpstreamBody>),
+    Http1(http1::SendRequest<UpstreamBody>, Socket),
     Http2(http2::SendRequest<UpstreamBody>),
 }
 
@@ -144,20 +164,25 @@ impl Pool {
         mut request: Request<UpstreamBody>,
     ) -> Result<Response<AnswerBody>, SendError> {
         let uri = request.uri().clone();
+        let mut opened = 0;
         loop {
-            let (sender, fresh) = match self.checkout() {
-                Some(sender) => (sender, false),
+            let sender = match self.checkout() {
+                Some(sender) => sender,
                 // Boxed: connecting (TLS, the egress proxy, two handshakes)
                 // is a large future that a request on a parked connection
                 // never runs.
-                None => (Box::pin(self.connect(&uri)).await?, true),
+                None => {
+                    opened += 1;
+                    Box::pin(self.connect(&uri)).await?
+                }
             };
-            // A parked connection may have been closed while idle: a
-            // request it hands back unsent goes on the next one. On a new
-            // connection, what fails is the answer.
+            // A connection closed before hyper wrote the request hands it
+            // back unsent: it goes on the next one, whatever its method
+            // (the parked ones, then at most two new ones, so an upstream
+            // that closes every connection at once is not tried forever).
             request = match self.send_on(sender, request).await {
                 Ok(response) => return Ok(response),
-                Err((Some(unsent), _)) if !fresh => restored(unsent, &uri),
+                Err((Some(unsent), _)) if opened < MAX_OPENED => restored(unsent, &uri),
                 Err((_, err)) => return Err(SendError::Exchange(err)),
             };
         }
@@ -171,7 +196,7 @@ impl Pool {
         mut request: Request<UpstreamBody>,
     ) -> Result<Response<AnswerBody>, (Option<Request<UpstreamBody>>, hyper::Error)> {
         match sender {
-            Sender::Http1(mut sender) => {
+            Sender::Http1(mut sender, socket) => {
                 origin_form(&mut request);
                 if let Some(host) = &self.host {
                     request
@@ -183,6 +208,7 @@ impl Pool {
                     Ok(response) => {
                         let release = Release {
                             sender,
+                            socket,
                             parked: self.parked.clone(),
                         };
                         Ok(response.map(|body| AnswerBody::new(body, Some(release))))
@@ -214,17 +240,36 @@ impl Pool {
         }
         let mut parked = lock(&self.parked.connections);
         let now = Instant::now();
+        let mut closed_after_answer = false;
         let mut i = parked.len();
-        while i > 0 {
+        let taken = loop {
+            if i == 0 {
+                break None;
+            }
             i -= 1;
-            let Some(entry) = parked.get(i) else { break };
-            if entry.stale(now) {
+            let Some(entry) = parked.get(i) else {
+                break None;
+            };
+            let closed = entry.sender.is_closed() || entry.socket.hung_up();
+            if closed || entry.stale(now) {
+                closed_after_answer |=
+                    closed && now.duration_since(entry.used) < CLOSED_AFTER_ANSWER;
                 parked.remove(i);
             } else if entry.sender.is_ready() {
-                return Some(Sender::Http1(parked.remove(i).sender));
+                let taken = parked.remove(i);
+                break Some(Sender::Http1(taken.sender, taken.socket));
             }
+        };
+        drop(parked);
+        if closed_after_answer {
+            *lock(&self.parked.closing) = Some(now + UNPARKED_FOR);
+            tracing::debug!(
+                "the upstream closes its connections after each answer without saying so: \
+                 one is opened a request for the next {} s",
+                UNPARKED_FOR.as_secs()
+            );
         }
-        None
+        taken
     }
 
     /// Opens a connection: HTTP/2 when TLS's ALPN chose it, else HTTP/1.1.
@@ -243,11 +288,67 @@ impl Pool {
             *lock(&self.shared) = Some(sender.clone());
             return Ok(Sender::Http2(sender));
         }
+        let socket = Socket::of(&io);
         let (sender, connection) = self.http1.handshake(io).await?;
         // Mapped, not awaited in an async block, which would hold room
         // for the connection twice (3.6 KB a connection instead of 1.7).
         tokio::spawn(connection.map(ended));
-        Ok(Sender::Http1(sender))
+        Ok(Sender::Http1(sender, socket))
+    }
+}
+
+/// New connections a request is tried on at most, when each hands it back
+/// unsent.
+const MAX_OPENED: usize = 2;
+
+/// An upstream connection's socket, asked about between exchanges.
+///
+/// Only its number is kept: hyper's task owns it and may close it. A
+/// number reused since then can only give a wrong answer for a connection
+/// hyper has already dropped, and a request sent on that one is handed
+/// back unsent.
+#[derive(Clone, Copy)]
+struct Socket(Option<i32>);
+
+impl Socket {
+    /// The socket under a connector's stream, TLS or not.
+    fn of(io: &<Connector as Service<Uri>>::Response) -> Self {
+        #[cfg(unix)]
+        {
+            use hyper_rustls::MaybeHttpsStream;
+            use std::os::fd::AsRawFd;
+            let tcp = match io {
+                MaybeHttpsStream::Http(tcp) => tcp.inner(),
+                MaybeHttpsStream::Https(tls) => tls.inner().get_ref().0.inner().inner(),
+            };
+            Self(Some(tcp.as_raw_fd()))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = io;
+            Self(None)
+        }
+    }
+
+    /// Whether the kernel holds the upstream's close, a reset, or bytes
+    /// nobody asked for (an idle HTTP/1.1 connection gets none; a server's
+    /// parting `408` is one) for this idle connection: what hyper's task
+    /// will read next, and why nothing may be written into it now.
+    fn hung_up(self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(fd) = self.0 {
+            let mut probe = libc::pollfd {
+                fd,
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            };
+            // SAFETY: `poll` reads and writes one `pollfd`, a live local,
+            // and does not wait (timeout 0); any descriptor number is
+            // safe to ask about.
+            let ready = unsafe { libc::poll(&mut probe, 1, 0) };
+            return ready != 0;
+        }
+        false
     }
 }
 
@@ -286,6 +387,7 @@ async fn reap(parked: Weak<Parking>) {
 /// An HTTP/1.1 connection on its way back to its pool.
 struct Release {
     sender: http1::SendRequest<UpstreamBody>,
+    socket: Socket,
     parked: Arc<Parking>,
 }
 
@@ -294,13 +396,18 @@ impl Release {
         if self.sender.is_closed() {
             return;
         }
+        let now = Instant::now();
+        if lock(&self.parked.closing).is_some_and(|until| now < until) {
+            return;
+        }
         let mut connections = lock(&self.parked.connections);
         if connections.len() >= MAX_PARKED {
             return;
         }
         connections.push(ParkedConnection {
             sender: self.sender,
-            used: Instant::now(),
+            socket: self.socket,
+            used: now,
         });
         let start = !self.parked.reaping.swap(true, Ordering::AcqRel);
         drop(connections);

@@ -689,3 +689,97 @@ async fn the_default_route_waits_for_a_slow_answer_as_the_sdk_would() {
         format!("{EVENT}\n\ndata: [DONE]\n\n").as_bytes()
     );
 }
+
+/// An upstream that closes its connection after every answer without
+/// saying so (`Connection: close`), as simple servers and serverless
+/// runtimes do: back to back, a request was once written into a parked
+/// connection whose FIN the kernel held but hyper had not read, and was
+/// lost (14 of 300). Every request is answered, and reaches the upstream
+/// exactly once: a request that may have left is never sent again.
+#[tokio::test]
+async fn an_upstream_that_closes_after_every_answer_loses_no_request() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const REQUESTS: usize = 2000;
+    const CLIENTS: usize = 8;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (kept, opened) = (seen.clone(), connections.clone());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            opened.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_lowercase();
+                let id = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("x-n: "))
+                    .unwrap_or("-")
+                    .trim()
+                    .to_string();
+                *kept.lock().unwrap().entry(id).or_insert(0) += 1;
+                let body = br#"{"ok": true}"#;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.write_all(body).await;
+                // Closed at once, unannounced.
+            });
+        }
+    });
+    let probity = Probity::start(&config(
+        "",
+        &route("p", "/p", &format!("http://{addr}"), "passthrough", ""),
+    ));
+    // Clients side by side, each back to back: a connection parked by one
+    // answer is taken by another client's request at once.
+    let url = probity.url("/p/v1/things");
+    let workers = (0..CLIENTS).map(|worker| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let client = client();
+            let mut failed = Vec::new();
+            for n in (worker..REQUESTS).step_by(CLIENTS) {
+                let request = Request::post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-n", n.to_string())
+                    .body(Full::new(Bytes::from_static(b"{\"a\": 1}")))
+                    .unwrap();
+                let response = client.request(request).await.unwrap();
+                let status = response.status();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                if status != 200 {
+                    failed.push((n, status, String::from_utf8_lossy(&body).into_owned()));
+                }
+            }
+            failed
+        })
+    });
+    let mut failed = Vec::new();
+    for worker in futures_util::future::join_all(workers).await {
+        failed.extend(worker.unwrap());
+    }
+    let seen = seen.lock().unwrap();
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {REQUESTS} lost: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(twice.is_empty(), "sent twice: {twice:?}");
+    assert_eq!(seen.len(), REQUESTS);
+}
