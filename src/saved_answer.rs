@@ -54,7 +54,9 @@ pub enum OfflineError {
 }
 
 /// Judges `response`, an answer to `request` on the route named `route` at
-/// `path` (the path after the route prefix, e.g. `/v1/embeddings`).
+/// `path` (the path after the route prefix, e.g. `/v1/embeddings`, with
+/// its query if it has one, as the app called it: the query decides where
+/// the proxy reads it, `?stream=true` on a stored response).
 /// `document`: the response is one JSON document, as the proxy knows from
 /// its media type: a stream asked but answered with a document is judged
 /// as that document, as the proxy does.
@@ -69,12 +71,22 @@ pub fn judge(
     let route = routes
         .named(route)
         .ok_or_else(|| OfflineError::UnknownRoute(route.to_string()))?;
+    let (path, query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
     let upstream_path = route.upstream.path(path);
+    // A POST's endpoint, else the read a GET of that path is (a stored
+    // response), as the proxy chooses by the method it was sent with.
     let endpoint = route
         .endpoint(&upstream_path)
+        .or_else(|| route.dialect.read(&upstream_path, query))
         .ok_or_else(|| OfflineError::NotInspected {
             route: route.name.to_string(),
-            path: upstream_path.clone(),
+            path: match query {
+                Some(query) => format!("{upstream_path}?{query}"),
+                None => upstream_path.clone(),
+            },
             dialect: route.dialect.name(),
         })?;
     let cache = SchemaCache::new(16);

@@ -136,3 +136,72 @@ fn probity_inspect_judges_every_fixture_as_the_proxy_does() {
         problems.join("\n  - ")
     );
 }
+
+/// `--path` takes the path as the app called it, query and all: a query
+/// the proxy does not read changes nothing (`?alt=sse`), one it reads
+/// decides as it does there (`?stream=true` on a stored response passes
+/// unchecked).
+#[test]
+fn a_path_is_taken_with_its_query() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let inspect = |route: &str, path: &str, case: &str, response: &str| {
+        let case = root.join(case);
+        Command::new(env!("CARGO_BIN_EXE_probity"))
+            .env_remove("PROBITY_CONFIG")
+            .args([
+                "inspect",
+                "--json",
+                "--route",
+                route,
+                "--path",
+                path,
+                "--request",
+            ])
+            .arg(case.join("request.json"))
+            .arg(case.join(response))
+            .output()
+            .unwrap()
+    };
+    let stream = "gemini/gen_stream_prompt_tokens_string";
+    let path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent";
+    let bare = inspect("gemini", path, stream, "response.sse");
+    let queried = inspect("gemini", &format!("{path}?alt=sse"), stream, "response.sse");
+    assert_eq!(
+        bare.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&bare.stderr)
+    );
+    assert_eq!(
+        (queried.status.code(), &queried.stdout, &queried.stderr),
+        (bare.status.code(), &bare.stdout, &bare.stderr),
+        "{}",
+        String::from_utf8_lossy(&queried.stderr)
+    );
+    let verdict: Value = serde_json::from_slice(&queried.stderr).unwrap();
+    assert_eq!(verdict["outcome"], "normalized", "{verdict}");
+    // A stored response, read back: judged as the proxy judges a GET of it.
+    let stored = "openai/gen_responses_cancel_pass";
+    let id = "/v1/responses/resp_68f0c2a1b3d4e5f60718293a4b5c6d7e";
+    let read = inspect("openai", id, stored, "response.json");
+    assert_eq!(
+        read.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let verdict: Value = serde_json::from_slice(&read.stderr).unwrap();
+    assert_eq!(verdict["outcome"], "passed", "{verdict}");
+    let replayed = inspect(
+        "openai",
+        &format!("{id}?stream=true"),
+        stored,
+        "response.json",
+    );
+    assert_eq!(replayed.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&replayed.stderr);
+    assert!(
+        said.contains("does not inspect") && said.contains("?stream=true"),
+        "{said}"
+    );
+}
