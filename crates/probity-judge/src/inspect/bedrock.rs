@@ -75,6 +75,12 @@ const CONVERSE_STREAM: Endpoint = Endpoint {
     batch: None,
 };
 
+/// The operations judged whatever the model, by the path's last segment.
+const OPERATIONS: super::Endpoints = &[
+    ("converse", &CONVERSE),
+    ("converse-stream", &CONVERSE_STREAM),
+];
+
 /// A forced tool's `input` is the answer (as Anthropic's); without one,
 /// the first text block.
 const OUTPUT: OutputSpec = OutputSpec {
@@ -781,12 +787,18 @@ impl Dialect for Bedrock {
         (operation(path)? == "invoke" && self.endpoint(path).is_none()).then_some(FAMILY_UNKNOWN)
     }
 
+    /// Keyed by operation; `invoke` is each model family's (`family`).
+    fn endpoints(&self) -> super::Endpoints {
+        OPERATIONS
+    }
+
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
         match operation(path)? {
-            "converse" => Some(&CONVERSE),
-            "converse-stream" => Some(&CONVERSE_STREAM),
             "invoke" => family_endpoint(family(&model_id(path)?)?),
-            _ => None,
+            operation => OPERATIONS
+                .iter()
+                .find(|(name, _)| *name == operation)
+                .map(|(_, endpoint)| *endpoint),
         }
     }
 }

@@ -297,6 +297,11 @@ impl Dialect for Gemini {
         super::HOSTED_HINT
     }
 
+    /// Keyed by custom method, not by suffix.
+    fn endpoints(&self) -> super::Endpoints {
+        METHODS
+    }
+
     /// By the custom method of the path's last segment, not a suffix
     /// (its colon may come percent-encoded).
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {

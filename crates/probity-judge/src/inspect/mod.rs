@@ -117,8 +117,18 @@ pub trait Dialect: Send + Sync {
     /// upstream) and their endpoints, the first match winning (so
     /// `/chat/completions` comes before `/completions`). Matched by the
     /// end, a gateway's base path (`/openai/deployments/x/embeddings`) does
-    /// not hide an endpoint.
+    /// not hide an endpoint. A dialect whose paths are not suffixes keys
+    /// its table by what [`Dialect::endpoint`] matches instead (Gemini's
+    /// `:method`, Bedrock's operation).
     fn endpoints(&self) -> Endpoints {
+        &[]
+    }
+
+    /// The endpoints [`Dialect::endpoint`] or [`Dialect::read`] reach that
+    /// no table lists (openai's stored response, named by its id): with
+    /// [`Dialect::endpoints`] and the families, every endpoint the dialect
+    /// judges.
+    fn unlisted(&self) -> &'static [&'static Endpoint] {
         &[]
     }
 

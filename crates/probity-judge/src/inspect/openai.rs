@@ -196,6 +196,11 @@ impl Dialect for OpenAi {
         (super::responses::stored(path, false) && !streamed).then_some(&super::responses::STORED)
     }
 
+    fn unlisted(&self) -> &'static [&'static Endpoint] {
+        static UNLISTED: [&Endpoint; 1] = [&super::responses::STORED];
+        &UNLISTED
+    }
+
     fn realtime(&self, path: &str) -> bool {
         path.ends_with("/realtime")
     }

@@ -86,8 +86,10 @@ pub(super) const CREATE: Endpoint = Endpoint {
 
 /// `GET …/responses/{id}` and `POST …/responses/{id}/cancel`: the stored
 /// response object, judged as a created one. No request asks for its
-/// output contract, so none applies unless the route configures one.
-pub(super) const STORED: Endpoint = Endpoint {
+/// output contract, so none applies unless the route configures one. A
+/// static: the three ways to it (`endpoint`, `read`, `unlisted`) give one
+/// address.
+pub(super) static STORED: Endpoint = Endpoint {
     operation: "chat",
     request: &STORED_REQUEST,
     check: response_object,
