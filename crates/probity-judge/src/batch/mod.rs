@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
 
 use crate::figures::{self, Domain, Figure, HeaderFigure};
+use crate::inspect::RequestShape;
 use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object, Scanner};
 use crate::violation::{Invariant, Violation};
 
@@ -22,6 +23,8 @@ pub struct BatchSpec {
     /// The request members that may hold the inputs; the first present is split.
     pub inputs: &'static [&'static str],
     pub(crate) vectors: Vectors,
+    /// The endpoint's request shape: an unreadable request is not split.
+    pub(crate) request: &'static RequestShape,
 }
 
 /// Where the vectors of a response are, as data: adding a provider adds a
@@ -71,9 +74,10 @@ impl Vectors {
 /// changed: every other member keeps its exact text (a `seed` beyond f64,
 /// key order, spacing), and each input keeps its text too (a lone
 /// surrogate escape included).
+/// A request probity cannot read (`RequestShape::read`) goes whole.
 pub fn split(body: &[u8], spec: &BatchSpec, max: usize) -> Option<Vec<Bytes>> {
-    let doc = Document::parse(body).ok()?;
-    let request = doc.object()?;
+    let readable = spec.request.read(body).ok()?;
+    let request = readable.object();
     let key = spec.inputs.iter().find(|k| request.present(k).is_some())?;
     let inputs = request.present(key)?.array()?;
     // An array of token ids is one input.

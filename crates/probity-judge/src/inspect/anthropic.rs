@@ -2,7 +2,7 @@
 //! `x-api-key`, and the API refuses a request without `anthropic-version`.
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
+use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
@@ -35,8 +35,21 @@ const DELTA_FIGURES: &[Figure] = &[
     Figure::count("/usage/server_tool_use/*"),
 ];
 
+/// `/v1/messages`: the prompt in `messages`, `stream`, the declared
+/// `tools` and the `tool_choice` that may force one.
+const MESSAGES_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("messages", &[Kind::Array]),
+        Field::optional("stream", &[Kind::Bool]),
+        Field::optional("tools", &[Kind::Array]),
+        Field::optional("tool_choice", &[Kind::Object]),
+    ],
+};
+
 const MESSAGES: Endpoint = Endpoint {
     operation: "chat",
+    request: &MESSAGES_REQUEST,
     check: messages,
     figures: FIGURES,
     header_figures: &[],

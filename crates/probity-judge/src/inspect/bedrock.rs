@@ -8,7 +8,7 @@
 //! `aws-sdk-bedrockruntime` and botocore model them.
 
 use super::stream::{Event, EventCheck, Framing, Seen};
-use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
+use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
@@ -32,8 +32,19 @@ const CONVERSE_FIGURES: &[Figure] = &[
     Figure::count("/metrics/latencyMs"),
 ];
 
+/// `converse` and `converse-stream`: the prompt in `messages` (optional
+/// beside a prompt resource), the tools and the forced one in `toolConfig`.
+const CONVERSE_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("messages", &[Kind::Array]),
+        Field::optional("toolConfig", &[Kind::Object]),
+    ],
+};
+
 const CONVERSE: Endpoint = Endpoint {
     operation: "chat",
+    request: &CONVERSE_REQUEST,
     check: converse,
     figures: CONVERSE_FIGURES,
     header_figures: &[],
@@ -46,6 +57,7 @@ const CONVERSE: Endpoint = Endpoint {
 /// frames; no comments (the framing has none).
 const CONVERSE_STREAM: Endpoint = Endpoint {
     operation: "chat",
+    request: &CONVERSE_REQUEST,
     check: converse,
     figures: CONVERSE_FIGURES,
     header_figures: &[],
@@ -62,6 +74,12 @@ const CONVERSE_STREAM: Endpoint = Endpoint {
     output: Some(OUTPUT),
     batch: None,
 };
+
+/// The operations judged whatever the model, by the path's last segment.
+const OPERATIONS: super::Endpoints = &[
+    ("converse", &CONVERSE),
+    ("converse-stream", &CONVERSE_STREAM),
+];
 
 /// A forced tool's `input` is the answer (as Anthropic's); without one,
 /// the first text block.
@@ -505,9 +523,32 @@ const INVOKE_HEADERS: &[crate::figures::HeaderFigure] = &[
     crate::figures::header_figure!("x-amzn-bedrock-invocation-latency"),
 ];
 
+/// Titan Text Embeddings v2's body: one `inputText`, `dimensions`, the
+/// `embeddingTypes` asked.
+const TITAN_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("inputText", &[Kind::String]),
+        Field::optional("dimensions", &[Kind::Number]),
+        Field::optional("embeddingTypes", &[Kind::Array]),
+    ],
+};
+
+/// An Anthropic model's body: a Messages request without `stream` (a
+/// stream is `invoke-with-response-stream`, not judged).
+const INVOKE_ANTHROPIC_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("messages", &[Kind::Array]),
+        Field::optional("tools", &[Kind::Array]),
+        Field::optional("tool_choice", &[Kind::Object]),
+    ],
+};
+
 /// `invoke` on Titan Text Embeddings v2.
 const INVOKE_TITAN: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &TITAN_REQUEST,
     check: titan_embed,
     figures: &[Figure::count("/inputTextTokenCount").tokens("input")],
     header_figures: INVOKE_HEADERS,
@@ -519,6 +560,7 @@ const INVOKE_TITAN: Endpoint = Endpoint {
 /// `invoke` on Cohere Embed: Cohere's v1 embed shapes.
 const INVOKE_COHERE: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &super::cohere::EMBED_REQUEST,
     check: |request, response| super::cohere::embed(request, response, true),
     figures: super::cohere::EMBED_FIGURES,
     header_figures: INVOKE_HEADERS,
@@ -530,6 +572,7 @@ const INVOKE_COHERE: Endpoint = Endpoint {
 /// `invoke` on an Anthropic model: a Messages body and answer.
 const INVOKE_ANTHROPIC: Endpoint = Endpoint {
     operation: "chat",
+    request: &INVOKE_ANTHROPIC_REQUEST,
     check: super::anthropic::messages,
     figures: super::anthropic::FIGURES,
     header_figures: INVOKE_HEADERS,
@@ -744,12 +787,18 @@ impl Dialect for Bedrock {
         (operation(path)? == "invoke" && self.endpoint(path).is_none()).then_some(FAMILY_UNKNOWN)
     }
 
+    /// Keyed by operation; `invoke` is each model family's (`family`).
+    fn endpoints(&self) -> super::Endpoints {
+        OPERATIONS
+    }
+
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
         match operation(path)? {
-            "converse" => Some(&CONVERSE),
-            "converse-stream" => Some(&CONVERSE_STREAM),
             "invoke" => family_endpoint(family(&model_id(path)?)?),
-            _ => None,
+            operation => OPERATIONS
+                .iter()
+                .find(|(name, _)| *name == operation)
+                .map(|(_, endpoint)| *endpoint),
         }
     }
 }

@@ -2,11 +2,11 @@
 //! `/v2/rerank`). Cohere types its `meta` figures as numbers, so a
 //! non-negative finite number is well-formed there.
 
-use super::{Dialect, Endpoint, Response};
+use super::{Dialect, Endpoint, Field, RequestShape, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::Figure;
 use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
-use crate::json::Object;
+use crate::json::{Kind, Object};
 use crate::violation::Invariant;
 
 /// `embeddings`: a plain `float[][]` (v1 without `embedding_types`) or
@@ -29,8 +29,33 @@ pub(super) const EMBED_FIGURES: &[Figure] = &[
     Figure::number("/meta/tokens/output_tokens").tokens("output"),
 ];
 
+/// `/embed` (v1 and v2, and Bedrock's `invoke` on Cohere Embed): the
+/// inputs in `texts`, `images` or `inputs`, `output_dimension`, the
+/// `embedding_types` asked.
+pub(super) const EMBED_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("texts", &[Kind::Array]),
+        Field::optional("images", &[Kind::Array]),
+        Field::optional("inputs", &[Kind::Array]),
+        Field::optional("output_dimension", &[Kind::Number]),
+        Field::optional("embedding_types", &[Kind::Array]),
+    ],
+};
+
+/// `/rerank`: `documents` (strings or objects), `top_n`, `return_documents`.
+const RERANK_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("documents", &[Kind::Array]),
+        Field::optional("top_n", &[Kind::Number]),
+        Field::optional("return_documents", &[Kind::Bool]),
+    ],
+};
+
 const EMBED_V1: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &EMBED_REQUEST,
     check: |request, response| embed(request, response, true),
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -39,11 +64,13 @@ const EMBED_V1: Endpoint = Endpoint {
     batch: Some(BatchSpec {
         inputs: &["texts", "inputs", "images"],
         vectors: COHERE_VECTORS,
+        request: &EMBED_REQUEST,
     }),
 };
 
 const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &EMBED_REQUEST,
     check: |request, response| embed(request, response, false),
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -52,11 +79,13 @@ const EMBED: Endpoint = Endpoint {
     batch: Some(BatchSpec {
         inputs: &["texts", "inputs", "images"],
         vectors: COHERE_VECTORS,
+        request: &EMBED_REQUEST,
     }),
 };
 
 const RERANK: Endpoint = Endpoint {
     operation: "rerank",
+    request: &RERANK_REQUEST,
     check: rerank,
     figures: &[
         Figure::id("/id"),

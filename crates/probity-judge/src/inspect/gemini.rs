@@ -12,13 +12,13 @@
 use serde_json::Value;
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{CredentialSpec, Dialect, Endpoint, Response, StreamSpec};
+use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Figure};
 use crate::invariants::{self, Fault, Form, REQUEST_SHAPE};
-use crate::json::{Json, Object};
+use crate::json::{Json, Kind, Object};
 use crate::violation::{Invariant, Violation};
 
 pub(super) struct Gemini;
@@ -31,8 +31,42 @@ const EMBED_FIGURES: &[Figure] = &[
     Figure::count("/usageMetadata/totalTokenCount").tokens("total"),
 ];
 
+// Google's JSON mapping of its protos reads `null` as the field's default
+// and an int32 from a number or a decimal string: every field may be
+// `null`, a count a string.
+
+/// `:embedContent`: the `content` embedded, `outputDimensionality`.
+const EMBED_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("content", &[Kind::Object]),
+        Field::optional("outputDimensionality", &[Kind::Number, Kind::String]),
+        Field::optional("output_dimensionality", &[Kind::Number, Kind::String]),
+    ],
+};
+
+/// `:batchEmbedContents`: one embedContent request per input in `requests`.
+const BATCH_EMBED_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[Field::optional("requests", &[Kind::Array])],
+};
+
+/// `:generateContent` and `:streamGenerateContent`: the prompt in
+/// `contents`, `candidateCount` and the contract in `generationConfig`,
+/// the declared `tools`.
+const GENERATE_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("contents", &[Kind::Array]),
+        Field::optional("generationConfig", &[Kind::Object]),
+        Field::optional("generation_config", &[Kind::Object]),
+        Field::optional("tools", &[Kind::Array]),
+    ],
+};
+
 const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &EMBED_REQUEST,
     check: embed,
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -44,6 +78,7 @@ const EMBED: Endpoint = Endpoint {
 /// `embeddings: [{values}]`, one per request, in order, with no index.
 const BATCH_EMBED: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &BATCH_EMBED_REQUEST,
     check: batch_embed,
     figures: EMBED_FIGURES,
     header_figures: &[],
@@ -60,6 +95,7 @@ const BATCH_EMBED: Endpoint = Endpoint {
             by_type: false,
             echoed: &[],
         },
+        request: &BATCH_EMBED_REQUEST,
     }),
 };
 
@@ -78,6 +114,7 @@ const GENERATION_FIGURES: &[Figure] = &[
 
 const GENERATE: Endpoint = Endpoint {
     operation: "generate_content",
+    request: &GENERATE_REQUEST,
     check: generate,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -95,6 +132,7 @@ const GENERATE: Endpoint = Endpoint {
 /// break the app's stream. The pointers are in the capture and the metrics.
 const STREAM_GENERATE: Endpoint = Endpoint {
     operation: "generate_content",
+    request: &GENERATE_REQUEST,
     check: streamed_document,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -257,6 +295,11 @@ impl Dialect for Gemini {
 
     fn unreachable_hint(&self) -> &'static str {
         super::HOSTED_HINT
+    }
+
+    /// Keyed by custom method, not by suffix.
+    fn endpoints(&self) -> super::Endpoints {
+        METHODS
     }
 
     /// By the custom method of the path's last segment, not a suffix

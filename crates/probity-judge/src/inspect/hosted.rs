@@ -3,7 +3,7 @@
 //! errors as `{"detail": …}`. One [`Dialect`] serves both; each provider's
 //! file gives its name, its figures and its two payload checks.
 
-use super::{Check, Dialect, Endpoint, Endpoints, Envelope, HOSTED_HINT};
+use super::{Check, Dialect, Endpoint, Endpoints, Envelope, RequestShape, HOSTED_HINT};
 use crate::batch::{BatchSpec, Vectors};
 use crate::figures::Figure;
 
@@ -14,9 +14,14 @@ pub(super) struct Hosted {
 }
 
 /// `…/embeddings`, batched by `input` like OpenAI's.
-pub(super) const fn embeddings(check: Check, figures: &'static [Figure]) -> Endpoint {
+pub(super) const fn embeddings(
+    request: &'static RequestShape,
+    check: Check,
+    figures: &'static [Figure],
+) -> Endpoint {
     Endpoint {
         operation: "embeddings",
+        request,
         check,
         figures,
         header_figures: &[],
@@ -25,14 +30,20 @@ pub(super) const fn embeddings(check: Check, figures: &'static [Figure]) -> Endp
         batch: Some(BatchSpec {
             inputs: &["input"],
             vectors: Vectors::OPENAI_DATA,
+            request,
         }),
     }
 }
 
 /// `…/rerank`.
-pub(super) const fn rerank(check: Check, figures: &'static [Figure]) -> Endpoint {
+pub(super) const fn rerank(
+    request: &'static RequestShape,
+    check: Check,
+    figures: &'static [Figure],
+) -> Endpoint {
     Endpoint {
         operation: "rerank",
+        request,
         check,
         figures,
         header_figures: &[],

@@ -2,10 +2,10 @@
 //! `/v1/rerank` (which echoes documents by default).
 
 use super::hosted::{self, Hosted};
-use super::{Endpoint, Response};
+use super::{Endpoint, Field, RequestShape, Response};
 use crate::figures::Figure;
 use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
-use crate::json::Object;
+use crate::json::{Kind, Object};
 
 /// `usage` is required in Jina's API schema.
 const FIGURES: &[Figure] = &[
@@ -14,8 +14,29 @@ const FIGURES: &[Figure] = &[
     Figure::count("/usage/prompt_tokens").tokens("input"),
 ];
 
-const EMBEDDINGS: Endpoint = hosted::embeddings(embeddings, FIGURES);
-const RERANK: Endpoint = hosted::rerank(rerank, FIGURES);
+/// `/v1/embeddings`: `input` (strings, or `{text}`/`{image}` objects),
+/// `dimensions`, `embedding_type` (one type, or a list of them).
+const EMBEDDINGS_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("input", &[Kind::String, Kind::Array]),
+        Field::optional("dimensions", &[Kind::Number]),
+        Field::optional("embedding_type", &[Kind::String, Kind::Array]),
+    ],
+};
+
+/// `/v1/rerank`: `documents`, `top_n`, `return_documents`.
+const RERANK_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("documents", &[Kind::Array]),
+        Field::optional("top_n", &[Kind::Number]),
+        Field::optional("return_documents", &[Kind::Bool]),
+    ],
+};
+
+const EMBEDDINGS: Endpoint = hosted::embeddings(&EMBEDDINGS_REQUEST, embeddings, FIGURES);
+const RERANK: Endpoint = hosted::rerank(&RERANK_REQUEST, rerank, FIGURES);
 
 pub(super) const JINA: Hosted = Hosted {
     name: "jina",

@@ -20,6 +20,7 @@ mod ollama;
 mod openai;
 mod passthrough;
 pub mod realtime;
+mod request;
 mod responses;
 pub mod stream;
 mod stream_judge;
@@ -43,6 +44,7 @@ use crate::violation::{Invariant, Violation};
 use stream::{EventCheck, Framing};
 
 pub use findings::Findings;
+pub(crate) use request::{Field, RequestShape};
 pub use stream_judge::StreamJudge;
 
 /// The dialect table: one line per provider. A route's `dialect` names one
@@ -115,8 +117,18 @@ pub trait Dialect: Send + Sync {
     /// upstream) and their endpoints, the first match winning (so
     /// `/chat/completions` comes before `/completions`). Matched by the
     /// end, a gateway's base path (`/openai/deployments/x/embeddings`) does
-    /// not hide an endpoint.
+    /// not hide an endpoint. A dialect whose paths are not suffixes keys
+    /// its table by what [`Dialect::endpoint`] matches instead (Gemini's
+    /// `:method`, Bedrock's operation).
     fn endpoints(&self) -> Endpoints {
+        &[]
+    }
+
+    /// The endpoints [`Dialect::endpoint`] or [`Dialect::read`] reach that
+    /// no table lists (openai's stored response, named by its id): with
+    /// [`Dialect::endpoints`] and the families, every endpoint the dialect
+    /// judges.
+    fn unlisted(&self) -> &'static [&'static Endpoint] {
         &[]
     }
 
@@ -263,6 +275,10 @@ pub struct Endpoint {
     /// What the endpoint does, as OpenTelemetry's `gen_ai.operation.name`
     /// says it: `chat`, `embeddings`, `rerank`, `generate_content`...
     pub(crate) operation: &'static str,
+    /// What the request is: whether it takes a body, and the fields
+    /// judging reads, with their kinds. A request that does not fit is
+    /// judged as one that is not JSON.
+    pub(crate) request: &'static RequestShape,
     /// Checks the payload against what the request asked for.
     pub(crate) check: Check,
     /// The ancillary figures in the body.
@@ -339,11 +355,10 @@ impl Endpoint {
         let Some(spec) = &self.stream else {
             return Asked::Document;
         };
-        let doc = Document::parse(request_body).ok();
-        match doc.as_ref().and_then(Document::object) {
-            Some(request) if (spec.asked)(&request) => Asked::Stream,
-            Some(_) => Asked::Document,
-            None => Asked::Unknown,
+        match self.request.read(request_body) {
+            Ok(request) if (spec.asked)(&request.object()) => Asked::Stream,
+            Ok(_) => Asked::Document,
+            Err(_) => Asked::Unknown,
         }
     }
 }
@@ -367,9 +382,12 @@ pub fn stream_judge(
     contracts: &Contracts<'_>,
 ) -> Result<StreamJudge, &'static str> {
     let spec = endpoint.stream.as_ref().ok_or("stream_not_asked")?;
-    let doc = Document::parse(request_body).ok();
-    let request = doc.as_ref().and_then(Document::object);
-    let contract = request.as_ref().and_then(|request| {
+    let read = endpoint.request.read(request_body);
+    let request = read
+        .as_ref()
+        .map(request::Readable::object)
+        .map_err(|reason| *reason);
+    let contract = request.as_ref().ok().and_then(|request| {
         let output = endpoint.output.as_ref()?;
         Contract::resolve_with_tools(
             (output.requested)(request),
@@ -381,10 +399,10 @@ pub fn stream_judge(
         )
     });
     let (check, uninspected) = match request.as_ref().map(spec.start) {
-        Some(Ok(check)) => (check, None),
-        Some(Err(Fault::Uninspectable(reason))) => ((spec.unread)(), Some(reason)),
-        Some(Err(Fault::Invalid(_))) => ((spec.unread)(), Some(crate::invariants::REQUEST_SHAPE)),
-        None => ((spec.unread)(), Some("request_not_json")),
+        Ok(Ok(check)) => (check, None),
+        Ok(Err(Fault::Uninspectable(reason))) => ((spec.unread)(), Some(reason)),
+        Ok(Err(Fault::Invalid(_))) => ((spec.unread)(), Some(crate::invariants::REQUEST_SHAPE)),
+        Err(reason) => ((spec.unread)(), Some(*reason)),
     };
     let comments = spec.comments && spec.framing == Framing::Sse;
     Ok(StreamJudge::new(
@@ -612,16 +630,14 @@ fn judge(
         root: doc.root(),
         object: doc.object(),
     };
-    // A call without a body (a GET, a cancel) asks for nothing: `{}`.
-    let request_body: &[u8] = match exchange.request_body.is_empty() {
-        true => b"{}",
-        false => exchange.request_body,
-    };
-    let request_doc = Document::parse(request_body).ok();
-    let request = request_doc.as_ref().and_then(Document::object);
+    let read = endpoint.request.read(exchange.request_body);
+    let request = read
+        .as_ref()
+        .map(request::Readable::object)
+        .map_err(|reason| *reason);
     let checked = match &request {
-        None => Err("request_not_json"),
-        Some(request) => match (endpoint.check)(request, &response) {
+        Err(reason) => Err(*reason),
+        Ok(request) => match (endpoint.check)(request, &response) {
             Ok(()) => Ok(request),
             Err(Fault::Invalid(violation)) => return Verdict::Reject(violation),
             Err(Fault::Uninspectable(reason)) => Err(reason),

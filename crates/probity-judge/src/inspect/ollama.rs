@@ -3,7 +3,7 @@
 //! and `/v1/embeddings` (checked as OpenAI's).
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{Dialect, Endpoint, Response, StreamSpec};
+use super::{Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
@@ -14,9 +14,22 @@ use crate::violation::{Invariant, Violation};
 
 pub(super) struct Ollama;
 
+// Ollama decodes with Go's encoding/json, which reads `null` into any
+// field as its zero value: every field may be `null`.
+
+/// `/api/embed`: `input` a string or an array of strings, `dimensions`.
+const EMBED_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("input", &[Kind::String, Kind::Array]),
+        Field::optional("dimensions", &[Kind::Number]),
+    ],
+};
+
 /// Ollama omits zero counts (`omitempty`), so absent figures are normal.
 const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &EMBED_REQUEST,
     check: embed,
     figures: &[
         Figure::count("/prompt_eval_count").tokens("input"),
@@ -34,6 +47,7 @@ const EMBED: Endpoint = Endpoint {
             by_type: false,
             echoed: &[],
         },
+        request: &EMBED_REQUEST,
     }),
 };
 
@@ -47,8 +61,21 @@ const GENERATION_FIGURES: &[Figure] = &[
     Figure::count("/eval_duration"),
 ];
 
+/// `/api/chat`: `stream` (default true), the prompt in `messages`, the
+/// contract in `format` (`"json"` or a JSON Schema), the declared `tools`.
+const CHAT_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("messages", &[Kind::Array]),
+        Field::optional("stream", &[Kind::Bool]),
+        Field::optional("format", &[Kind::String, Kind::Object]),
+        Field::optional("tools", &[Kind::Array]),
+    ],
+};
+
 const CHAT: Endpoint = Endpoint {
     operation: "chat",
+    request: &CHAT_REQUEST,
     check: chat,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -67,8 +94,20 @@ const CHAT: Endpoint = Endpoint {
     batch: None,
 };
 
+/// `/api/generate`: `stream` (default true), the prompt in `prompt`, the
+/// contract in `format`.
+const GENERATE_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("prompt", &[Kind::String]),
+        Field::optional("stream", &[Kind::Bool]),
+        Field::optional("format", &[Kind::String, Kind::Object]),
+    ],
+};
+
 const GENERATE: Endpoint = Endpoint {
     operation: "text_completion",
+    request: &GENERATE_REQUEST,
     check: generate,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -272,8 +311,15 @@ impl EventCheck for Lines {
     }
 }
 
+/// `/api/embeddings`: one `prompt`, which the check does not need.
+const LEGACY_EMBEDDINGS_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[Field::optional("prompt", &[Kind::String])],
+};
+
 const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &LEGACY_EMBEDDINGS_REQUEST,
     check: legacy_embeddings,
     figures: &[],
     header_figures: &[],

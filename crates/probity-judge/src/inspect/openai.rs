@@ -4,7 +4,7 @@
 //! and the Responses API (`responses.rs`).
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{Dialect, Endpoint, Response, StreamSpec};
+use super::{Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
 use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
@@ -25,8 +25,19 @@ pub(super) const FIGURES: &[Figure] = &[
     Figure::count("/usage/total_tokens").tokens("total"),
 ];
 
+/// `/v1/embeddings`: `input` a string or an array (of strings, of token
+/// ids, of arrays of token ids); `dimensions` an integer.
+pub(super) const EMBEDDINGS_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("input", &[Kind::String, Kind::Array]),
+        Field::optional("dimensions", &[Kind::Number]),
+    ],
+};
+
 pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &EMBEDDINGS_REQUEST,
     check: embeddings,
     figures: FIGURES,
     header_figures: &[],
@@ -35,6 +46,7 @@ pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     batch: Some(BatchSpec {
         inputs: &["input"],
         vectors: Vectors::OPENAI_DATA,
+        request: &EMBEDDINGS_REQUEST,
     }),
 };
 
@@ -48,8 +60,23 @@ const GENERATION_FIGURES: &[Figure] = &[
     Figure::count("/usage/completion_tokens_details/*"),
 ];
 
+/// `/v1/chat/completions`: `n` choices, `stream`, the prompt in
+/// `messages`, the contract in `response_format`, the declared `tools`.
+/// OpenAI's reference types every optional one "or null".
+const CHAT_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("messages", &[Kind::Array]),
+        Field::optional("n", &[Kind::Number]),
+        Field::optional("stream", &[Kind::Bool]),
+        Field::optional("response_format", &[Kind::Object]),
+        Field::optional("tools", &[Kind::Array]),
+    ],
+};
+
 pub(super) const CHAT: Endpoint = Endpoint {
     operation: "chat",
+    request: &CHAT_REQUEST,
     check: chat,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -84,8 +111,20 @@ const OUTPUT: OutputSpec = OutputSpec {
     }),
 };
 
+/// `/v1/completions`: `n` choices per prompt of `prompt` (a string, or an
+/// array of strings or token ids; nullable in OpenAI's spec), `stream`.
+const COMPLETIONS_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("prompt", &[Kind::String, Kind::Array]),
+        Field::optional("n", &[Kind::Number]),
+        Field::optional("stream", &[Kind::Bool]),
+    ],
+};
+
 const COMPLETIONS: Endpoint = Endpoint {
     operation: "text_completion",
+    request: &COMPLETIONS_REQUEST,
     check: completions,
     figures: GENERATION_FIGURES,
     header_figures: &[],
@@ -100,8 +139,20 @@ const COMPLETIONS: Endpoint = Endpoint {
     batch: None,
 };
 
+/// vLLM's and llama.cpp's `/rerank`: `documents` (vLLM also takes a
+/// multimodal `{"content": [...]}` object), `top_n`, `return_documents`.
+const RERANK_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("documents", &[Kind::Array, Kind::Object]),
+        Field::optional("top_n", &[Kind::Number]),
+        Field::optional("return_documents", &[Kind::Bool]),
+    ],
+};
+
 const RERANK: Endpoint = Endpoint {
     operation: "rerank",
+    request: &RERANK_REQUEST,
     check: rerank,
     figures: FIGURES,
     header_figures: &[],
@@ -143,6 +194,11 @@ impl Dialect for OpenAi {
     fn read(&self, path: &str, query: Option<&str>) -> Option<&'static Endpoint> {
         let streamed = query.is_some_and(|q| q.split('&').any(|p| p == "stream=true"));
         (super::responses::stored(path, false) && !streamed).then_some(&super::responses::STORED)
+    }
+
+    fn unlisted(&self) -> &'static [&'static Endpoint] {
+        static UNLISTED: [&Endpoint; 1] = [&super::responses::STORED];
+        &UNLISTED
     }
 
     fn realtime(&self, path: &str) -> bool {

@@ -10,7 +10,7 @@
 //! `.incomplete`, `.failed`) carrying the whole response object.
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{Endpoint, Response, StreamSpec};
+use super::{Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::contract::{
     Answer, Arguments, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls, ToolCall,
     ToolSpec,
@@ -35,9 +35,37 @@ pub(super) const FIGURES: &[Figure] = &[
     Figure::count("/usage/output_tokens_details/*"),
 ];
 
+/// What the output contract reads: the prompt in `input` (a string or an
+/// array of items; optional beside `prompt` and `previous_response_id`),
+/// the contract in `text.format`, the declared `tools`.
+const OUTPUT_FIELDS: &[Field] = &[
+    Field::optional("input", &[Kind::String, Kind::Array]),
+    Field::optional("text", &[Kind::Object]),
+    Field::optional("tools", &[Kind::Array]),
+];
+
+/// `POST …/responses`: the output contract's fields, and `stream`.
+const CREATE_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::optional("input", &[Kind::String, Kind::Array]),
+        Field::optional("text", &[Kind::Object]),
+        Field::optional("tools", &[Kind::Array]),
+        Field::optional("stream", &[Kind::Bool]),
+    ],
+};
+
+/// `GET …/responses/{id}` and its cancel carry no body: an empty one asks
+/// for nothing.
+const STORED_REQUEST: RequestShape = RequestShape {
+    body: false,
+    fields: OUTPUT_FIELDS,
+};
+
 /// `POST …/responses`: a response object, or with `stream: true` its events.
 pub(super) const CREATE: Endpoint = Endpoint {
     operation: "chat",
+    request: &CREATE_REQUEST,
     check: response_object,
     figures: FIGURES,
     header_figures: &[],
@@ -58,9 +86,12 @@ pub(super) const CREATE: Endpoint = Endpoint {
 
 /// `GET …/responses/{id}` and `POST …/responses/{id}/cancel`: the stored
 /// response object, judged as a created one. No request asks for its
-/// output contract, so none applies unless the route configures one.
-pub(super) const STORED: Endpoint = Endpoint {
+/// output contract, so none applies unless the route configures one. A
+/// static: the three ways to it (`endpoint`, `read`, `unlisted`) give one
+/// address.
+pub(super) static STORED: Endpoint = Endpoint {
     operation: "chat",
+    request: &STORED_REQUEST,
     check: response_object,
     figures: FIGURES,
     header_figures: &[],

@@ -2,11 +2,11 @@
 //! arrays; `/v1/embeddings` and `/embeddings` are OpenAI's shape. Its figures
 //! are response headers.
 
-use super::{Dialect, Endpoint, Response};
+use super::{Dialect, Endpoint, Field, RequestShape, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::HeaderFigure;
 use crate::invariants::{self, Echo, EchoedDocument, Expect, Fault, Form, Ranking};
-use crate::json::Object;
+use crate::json::{Kind, Object};
 
 pub(super) struct Tei;
 
@@ -20,8 +20,28 @@ const HEADERS: &[HeaderFigure] = &[
     crate::figures::header_figure!("x-inference-time"),
 ];
 
+/// `/embed`: `inputs` a string or an array (of strings or token ids),
+/// `dimensions` (TEI's serde types make every optional one nullable).
+const EMBED_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("inputs", &[Kind::String, Kind::Array]),
+        Field::optional("dimensions", &[Kind::Number]),
+    ],
+};
+
+/// `/rerank`: the `texts` ranked, `return_text`.
+const RERANK_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("texts", &[Kind::Array]),
+        Field::optional("return_text", &[Kind::Bool]),
+    ],
+};
+
 const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &EMBED_REQUEST,
     check: embed,
     figures: &[],
     header_figures: HEADERS,
@@ -35,11 +55,13 @@ const EMBED: Endpoint = Endpoint {
             by_type: false,
             echoed: &[],
         },
+        request: &EMBED_REQUEST,
     }),
 };
 
 const RERANK: Endpoint = Endpoint {
     operation: "rerank",
+    request: &RERANK_REQUEST,
     check: rerank,
     figures: &[],
     header_figures: HEADERS,
@@ -50,6 +72,7 @@ const RERANK: Endpoint = Endpoint {
 
 const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
+    request: &super::openai::EMBEDDINGS_REQUEST,
     check: super::openai::embeddings,
     figures: super::openai::FIGURES,
     header_figures: HEADERS,
@@ -58,6 +81,7 @@ const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     batch: Some(BatchSpec {
         inputs: &["input"],
         vectors: Vectors::OPENAI_DATA,
+        request: &super::openai::EMBEDDINGS_REQUEST,
     }),
 };
 

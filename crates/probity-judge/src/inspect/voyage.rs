@@ -3,10 +3,10 @@
 //! as strings).
 
 use super::hosted::{self, Hosted};
-use super::{Endpoint, Response};
+use super::{Endpoint, Field, RequestShape, Response};
 use crate::figures::Figure;
 use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
-use crate::json::Object;
+use crate::json::{Kind, Object};
 
 /// `usage` is required: the voyageai SDK reads `usage.total_tokens`.
 const FIGURES: &[Figure] = &[
@@ -14,8 +14,30 @@ const FIGURES: &[Figure] = &[
     Figure::count("/usage/total_tokens").tokens("total"),
 ];
 
-const EMBEDDINGS: Endpoint = hosted::embeddings(embeddings, FIGURES);
-const RERANK: Endpoint = hosted::rerank(rerank, FIGURES);
+/// `/v1/embeddings`: `input` a string or a list, `output_dimension`,
+/// `output_dtype`, `encoding_format`.
+const EMBEDDINGS_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("input", &[Kind::String, Kind::Array]),
+        Field::optional("output_dimension", &[Kind::Number]),
+        Field::optional("output_dtype", &[Kind::String]),
+        Field::optional("encoding_format", &[Kind::String]),
+    ],
+};
+
+/// `/v1/rerank`: `documents`, `top_k`, `return_documents`.
+const RERANK_REQUEST: RequestShape = RequestShape {
+    body: true,
+    fields: &[
+        Field::required("documents", &[Kind::Array]),
+        Field::optional("top_k", &[Kind::Number]),
+        Field::optional("return_documents", &[Kind::Bool]),
+    ],
+};
+
+const EMBEDDINGS: Endpoint = hosted::embeddings(&EMBEDDINGS_REQUEST, embeddings, FIGURES);
+const RERANK: Endpoint = hosted::rerank(&RERANK_REQUEST, rerank, FIGURES);
 
 pub(super) const VOYAGE: Hosted = Hosted {
     name: "voyage",

@@ -35,6 +35,10 @@ pub(crate) fn violation(invariant: Invariant, message: String) -> Violation {
 /// The reason label for a request whose fields cannot be read.
 pub(crate) const REQUEST_SHAPE: &str = "request_shape";
 
+/// The reason label for a request that is not a JSON object (an empty body
+/// included, where the endpoint takes one).
+pub(crate) const REQUEST_NOT_JSON: &str = "request_not_json";
+
 // ------------------------------------------------------------------ request
 
 /// The number of inputs, counted the OpenAI way: a string is one input, an
