@@ -21,7 +21,7 @@ use http::{Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::forward::{ForwardError, X_REQUEST_ID};
-use crate::route::{AdminRefusal, NoRoute};
+use crate::route::{AdminCrossing, AdminRefusal, NoRoute};
 use probity_judge::inspect::Envelope;
 use probity_judge::violation::Violation;
 
@@ -78,7 +78,7 @@ pub(crate) enum RequestError {
     /// The admin listener: a request a browser sent for another site, or
     /// that names a host other than this one, for data or a change.
     #[error("{}", crossing.what())]
-    AdminCrossSite { crossing: crate::admin::Crossing },
+    AdminCrossSite { crossing: AdminCrossing },
     /// A head the servers behind probity could frame differently.
     #[error("the request head is ambiguous: {what}")]
     Malformed { what: &'static str },

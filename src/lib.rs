@@ -9,7 +9,8 @@
 //! was rewritten or rejected, `config` is read at start (and on reload),
 //! `admin` serves metrics, health and captures on its own port, `error`
 //! maps every fault to one HTTP error shape, `telemetry` counts and logs,
-//! `trace` exports spans.
+//! `trace` exports spans; `opening` tells what a client connection speaks,
+//! for both listeners.
 
 pub(crate) mod admin;
 pub(crate) mod capture;
@@ -20,6 +21,7 @@ pub(crate) mod context;
 pub(crate) mod error;
 pub mod forward;
 pub mod logs;
+pub(crate) mod opening;
 pub(crate) mod request_id;
 pub mod route;
 pub mod saved_answer;

@@ -51,8 +51,8 @@ use tokio::net::TcpListener;
 
 use crate::capture::{Captures, Meta, Query, Stored};
 use crate::error::{Answering, ProxyError, RequestError};
-use crate::route::{AdminRefusal, RouteSummary};
-use crate::server::protocol::{self, Opening};
+use crate::opening::{self, Opening};
+use crate::route::{AdminCrossing as Crossing, AdminRefusal, RouteSummary};
 use crate::telemetry;
 use probity_judge::inspect::Envelope;
 
@@ -84,15 +84,7 @@ pub(crate) async fn serve(
     routes: RouteList,
     gate: Gate,
 ) {
-    // Histograms are drained into their buckets by upkeep, not on render.
-    let upkeep = metrics.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            every.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
+    tokio::spawn(upkeep(metrics.clone()));
 
     let started = Arc::new(page::Started::now());
     // Bound to loopback only, the listener is this host's alone: with no
@@ -101,13 +93,7 @@ pub(crate) async fn serve(
     let local = listener.local_addr().ok();
     let local_only = local.is_some_and(|a| a.ip().is_loopback());
     let port = local.map_or(0, |a| a.port());
-    let mut http1 = http1::Builder::new();
-    http1
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let mut http2 = http2::Builder::new(TokioExecutor::new());
-    http2.timer(TokioTimer::new());
-    let protocols = Arc::new((http1, http2));
+    let protocols = Arc::new(protocols());
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -157,25 +143,61 @@ pub(crate) async fn serve(
                 Ok::<_, Infallible>(response)
             }
         });
-        let protocols = protocols.clone();
-        tokio::spawn(async move {
-            // As the proxy's: the opening and the first head are due from
-            // the accept, however the client paces them.
-            let Some(opening) = protocol::opening(&stream, due).await else {
-                return;
-            };
-            let (http1, http2) = &*protocols;
-            let io = TokioIo::new(stream);
-            match opening {
-                Opening::Http1 => tokio::select! {
-                    _ = http1.serve_connection(io, service) => {}
-                    () = protocol::headed_by(due, &headed) => {}
-                },
-                Opening::Http2 => {
-                    let _ = http2.serve_connection(io, service).await;
-                }
-            }
-        });
+        tokio::spawn(connection(
+            stream,
+            service,
+            protocols.clone(),
+            (due, headed),
+        ));
+    }
+}
+
+/// The servers of admin connections, one a protocol.
+fn protocols() -> (http1::Builder, http2::Builder<TokioExecutor>) {
+    let mut http1 = http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let mut http2 = http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new());
+    (http1, http2)
+}
+
+/// Histograms are drained into their buckets by upkeep, not on render.
+async fn upkeep(metrics: PrometheusHandle) {
+    let mut every = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        every.tick().await;
+        metrics.run_upkeep();
+    }
+}
+
+/// Serves one admin connection. As the proxy's, its opening and its first
+/// head are `due` from the accept, however the client paces them
+/// (`headed` is set by its service at its first request).
+async fn connection<S>(
+    stream: tokio::net::TcpStream,
+    service: S,
+    protocols: Arc<(http1::Builder, http2::Builder<TokioExecutor>)>,
+    (due, headed): (tokio::time::Instant, Arc<AtomicBool>),
+) where
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(opening) = opening::opening(&stream, due).await else {
+        return;
+    };
+    let (http1, http2) = &*protocols;
+    let io = TokioIo::new(stream);
+    match opening {
+        Opening::Http1 => tokio::select! {
+            _ = http1.serve_connection(io, service) => {}
+            () = opening::headed_by(due, &headed) => {}
+        },
+        Opening::Http2 => {
+            let _ = http2.serve_connection(io, service).await;
+        }
     }
 }
 
@@ -199,7 +221,7 @@ fn refusal(
     if !guarded(path) {
         return None;
     }
-    let crossing = Crossing::of(request, port);
+    let crossing = crossing(request, port);
     let err = match (gate(request.headers()), crossing) {
         // A change of state is never another site's to ask for.
         (_, Some(crossing @ Crossing::OtherOrigin)) if path == "/reload" => {
@@ -236,74 +258,31 @@ fn refusal(
     Some(err.respond(&answering).map(Full::new))
 }
 
-/// Why a request from this host is not this host's own to make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Crossing {
-    /// Its `Host` names no loopback address: a name that resolved here
-    /// for a page of another site (DNS rebinding).
-    ForeignHost,
-    /// A browser sent it for a page of another origin (`Origin`, or
-    /// `Sec-Fetch-Site` other than `same-origin` or `none`).
-    OtherOrigin,
-}
-
-impl Crossing {
-    /// What a request says of where it comes from, against a listener on
-    /// `port`: `None` when it is this listener's own origin's (or no
-    /// browser's: a tool sends neither header).
-    fn of(request: &Request<Incoming>, port: u16) -> Option<Self> {
-        let headers = request.headers();
-        let host = request
-            .uri()
-            .authority()
-            .map(|a| a.as_str())
-            .or_else(|| headers.get(http::header::HOST)?.to_str().ok());
-        if !host.is_some_and(|host| loopback(host, None)) {
-            return Some(Crossing::ForeignHost);
-        }
-        let fetched = headers.get("sec-fetch-site").map(HeaderValue::as_bytes);
-        if fetched.is_some_and(|site| site != b"same-origin" && site != b"none") {
-            return Some(Crossing::OtherOrigin);
-        }
-        let origin = headers.get(http::header::ORIGIN).map(|o| o.to_str());
-        match origin {
-            None => None,
-            Some(Ok(origin)) => match origin.strip_prefix("http://") {
-                Some(authority) if loopback(authority, Some(port)) => None,
-                _ => Some(Crossing::OtherOrigin),
-            },
-            Some(Err(_)) => Some(Crossing::OtherOrigin),
-        }
+/// What a request says of where it comes from, against a listener on
+/// `port`: `None` when it is this listener's own origin's (or no
+/// browser's: a tool sends neither header).
+fn crossing(request: &Request<Incoming>, port: u16) -> Option<Crossing> {
+    let headers = request.headers();
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| headers.get(http::header::HOST)?.to_str().ok());
+    if !host.is_some_and(|host| loopback(host, None)) {
+        return Some(Crossing::ForeignHost);
     }
-
-    /// The error's `code`, and the log line's `refusal`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Crossing::ForeignHost => "admin_foreign_host",
-            Crossing::OtherOrigin => "admin_cross_site",
-        }
+    let fetched = headers.get("sec-fetch-site").map(HeaderValue::as_bytes);
+    if fetched.is_some_and(|site| site != b"same-origin" && site != b"none") {
+        return Some(Crossing::OtherOrigin);
     }
-
-    pub(crate) fn what(self) -> &'static str {
-        match self {
-            Crossing::ForeignHost => {
-                "this admin endpoint answers this host without a token only under a loopback                  name, and the request's Host is not one"
-            }
-            Crossing::OtherOrigin => {
-                "this admin endpoint does not answer a request a browser sent for another site"
-            }
-        }
-    }
-
-    pub(crate) fn remedy(self) -> &'static str {
-        match self {
-            Crossing::ForeignHost => {
-                "open it as http://127.0.0.1:<port> or http://localhost:<port>, or configure                  the admin token ([admin] token_env) and send it as `Authorization: Bearer                  <token>`"
-            }
-            Crossing::OtherOrigin => {
-                "open the admin page itself (its own requests are same-origin), or call the                  endpoint from a tool, which sends no Origin"
-            }
-        }
+    let origin = headers.get(http::header::ORIGIN).map(|o| o.to_str());
+    match origin {
+        None => None,
+        Some(Ok(origin)) => match origin.strip_prefix("http://") {
+            Some(authority) if loopback(authority, Some(port)) => None,
+            _ => Some(Crossing::OtherOrigin),
+        },
+        Some(Err(_)) => Some(Crossing::OtherOrigin),
     }
 }
 

@@ -24,7 +24,7 @@
 //! that closes after every answer without saying so (simple servers,
 //! serverless runtimes) has its FIN in the kernel before hyper's task has
 //! read it, and a request written then is lost (14 of 300 back to back).
-//! The checkout asks the kernel ([`Socket::hung_up`]) first. That leaves
+//! The checkout asks the kernel ([`SocketProbe::hung_up`]) first. That leaves
 //! the request written in the microseconds between such an upstream's
 //! answer and its close (1 of 2,000 at full speed): a pool that finds its
 //! connections closed right after their answers parks none for a while,
@@ -111,7 +111,7 @@ const UNPARKED_FOR: Duration = Duration::from_secs(30);
 /// An HTTP/1.1 connection between exchanges (or finishing one's body).
 struct ParkedConnection {
     sender: http1::SendRequest<UpstreamBody>,
-    socket: Socket,
+    socket: SocketProbe,
     /// When it was last handed out.
     used: Instant,
 }
@@ -126,7 +126,7 @@ impl ParkedConnection {
 
 /// A connection to send one request on.
 enum Sender {
-    Http1(http1::SendRequest<UpstreamBody>, Socket),
+    Http1(http1::SendRequest<UpstreamBody>, SocketProbe),
     Http2(http2::SendRequest<UpstreamBody>),
 }
 
@@ -288,7 +288,7 @@ impl Pool {
             *lock(&self.shared) = Some(sender.clone());
             return Ok(Sender::Http2(sender));
         }
-        let socket = Socket::of(&io);
+        let socket = SocketProbe::of(&io);
         let (sender, connection) = self.http1.handshake(io).await?;
         // Mapped, not awaited in an async block, which would hold room
         // for the connection twice (3.6 KB a connection instead of 1.7).
@@ -308,9 +308,9 @@ const MAX_OPENED: usize = 2;
 /// hyper has already dropped, and a request sent on that one is handed
 /// back unsent.
 #[derive(Clone, Copy)]
-struct Socket(Option<i32>);
+struct SocketProbe(Option<i32>);
 
-impl Socket {
+impl SocketProbe {
     /// The socket under a connector's stream, TLS or not.
     fn of(io: &<Connector as Service<Uri>>::Response) -> Self {
         #[cfg(unix)]
@@ -387,7 +387,7 @@ async fn reap(parked: Weak<Parking>) {
 /// An HTTP/1.1 connection on its way back to its pool.
 struct Release {
     sender: http1::SendRequest<UpstreamBody>,
-    socket: Socket,
+    socket: SocketProbe,
     parked: Arc<Parking>,
 }
 

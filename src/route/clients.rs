@@ -62,6 +62,54 @@ pub(crate) enum AdminRefusal {
     Wrong,
 }
 
+/// Why a request from this host to an admin listener with no token is not
+/// this host's own to make (`admin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AdminCrossing {
+    /// Its `Host` names no loopback address: a name that resolved here
+    /// for a page of another site (DNS rebinding).
+    ForeignHost,
+    /// A browser sent it for a page of another origin (`Origin`, or
+    /// `Sec-Fetch-Site` other than `same-origin` or `none`).
+    OtherOrigin,
+}
+
+impl AdminCrossing {
+    /// The error's `code`, and the log line's `refusal`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AdminCrossing::ForeignHost => "admin_foreign_host",
+            AdminCrossing::OtherOrigin => "admin_cross_site",
+        }
+    }
+
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            AdminCrossing::ForeignHost => {
+                "this admin endpoint answers this host without a token only under a loopback \
+                 name, and the request's Host is not one"
+            }
+            AdminCrossing::OtherOrigin => {
+                "this admin endpoint does not answer a request a browser sent for another site"
+            }
+        }
+    }
+
+    pub(crate) fn remedy(self) -> &'static str {
+        match self {
+            AdminCrossing::ForeignHost => {
+                "open it as http://127.0.0.1:<port> or http://localhost:<port>, or configure \
+                 the admin token ([admin] token_env) and send it as `Authorization: Bearer \
+                 <token>`"
+            }
+            AdminCrossing::OtherOrigin => {
+                "open the admin page itself (its own requests are same-origin), or call the \
+                 endpoint from a tool, which sends no Origin"
+            }
+        }
+    }
+}
+
 impl AdminRefusal {
     /// For the log line: which refusal, never the token.
     pub(crate) fn as_str(self) -> &'static str {

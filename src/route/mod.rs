@@ -10,7 +10,7 @@ mod clients;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use clients::{AdminRefusal, AdminToken, Clients, Refused};
+pub(crate) use clients::{AdminCrossing, AdminRefusal, AdminToken, Clients, Refused};
 
 use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
 use crate::forward::{Credential, Limits, Upstream};

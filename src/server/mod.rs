@@ -10,6 +10,7 @@ mod body;
 mod catch;
 mod chunks;
 mod descriptors;
+mod drain;
 mod exchange;
 mod finish;
 mod head;
@@ -17,7 +18,6 @@ mod held;
 mod inspected;
 mod judged_stream;
 mod memory;
-pub(crate) mod protocol;
 mod reload;
 mod respond;
 mod tunnel;
@@ -266,7 +266,7 @@ impl Probity {
             self.shared.clone(),
         ));
 
-        let drain = protocol::Drain::new();
+        let drain = drain::Drain::new();
         let connections = Arc::new(memory::Connections::default());
         let refusing = Arc::new(AtomicUsize::new(0));
         tokio::spawn(memory::trim_after_bursts(connections.clone()));
@@ -287,7 +287,7 @@ impl Probity {
             let accepted = tokio::time::Instant::now();
             let _ = stream.set_nodelay(true);
             if connections.active.load(Ordering::Relaxed) >= self.max_connections {
-                let refusal = Refusal::take(&refusing, self.max_connections);
+                let refusal = RefusalSlot::take(&refusing, self.max_connections);
                 if let Some(refusal) = refusal {
                     let by = accepted + self.header_read_timeout;
                     tokio::spawn(refuse(stream, self.max_connections, by, refusal));
@@ -329,7 +329,7 @@ impl Probity {
 
 /// Waits for the requests in flight, `drain_timeout` at most.
 async fn drain_requests(
-    drain: protocol::Drain,
+    drain: drain::Drain,
     connections: &memory::Connections,
     drain_timeout: Duration,
 ) {
@@ -412,7 +412,7 @@ struct Connection {
 impl Connection {
     /// Serves its requests until it closes, drains, or a held answer's
     /// client is past `send_timeout_ms`.
-    async fn serve(self, http: Arc<Protocols>, mut draining: protocol::Draining) {
+    async fn serve(self, http: Arc<Protocols>, mut draining: drain::Draining) {
         let Self {
             shared,
             stream,
@@ -440,7 +440,7 @@ impl Connection {
         let due = accepted + http.header_read_timeout;
         // A connection that has sent nothing yet is closed by a drain.
         let opening = tokio::select! {
-            opening = protocol::opening(&stream, due) => opening,
+            opening = crate::opening::opening(&stream, due) => opening,
             () = draining.begun() => None,
         };
         let Some(opening) = opening else {
@@ -449,19 +449,19 @@ impl Connection {
         let io = TokioIo::new(stream);
         let served = async {
             match opening {
-                protocol::Opening::Http1 => {
+                crate::opening::Opening::Http1 => {
                     let connection = http.http1.serve_connection(io, service).with_upgrades();
                     // hyper times a head from its own first read, which
                     // the opening's wait preceded: the first is due from
                     // the accept.
                     tokio::select! {
                         served = draining.watch(connection) => served,
-                        () = protocol::headed_by(due, &headed.headed) => Ok(()),
+                        () = crate::opening::headed_by(due, &headed.headed) => Ok(()),
                     }
                 }
                 // Boxed: the rare path's larger future does not size every
                 // connection's task.
-                protocol::Opening::Http2 => {
+                crate::opening::Opening::Http2 => {
                     let connection = http.http2.serve_connection(io, service);
                     Box::pin(draining.watch(connection)).await
                 }
@@ -490,7 +490,7 @@ struct Arrival {
     headed: AtomicBool,
 }
 
-/// The servers of client connections, one a protocol (`protocol` tells
+/// The servers of client connections, one a protocol (`opening` tells
 /// which a connection speaks).
 struct Protocols {
     http1: http1::Builder,
@@ -518,9 +518,9 @@ impl Drop for ConnectionSlot {
 /// A connection being refused, counted while it is: at most as many are
 /// as `max_connections` (a flood past that is closed unanswered), and each
 /// is done by its head's deadline.
-struct Refusal(Arc<AtomicUsize>);
+struct RefusalSlot(Arc<AtomicUsize>);
 
-impl Refusal {
+impl RefusalSlot {
     fn take(refusing: &Arc<AtomicUsize>, limit: u64) -> Option<Self> {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let now = refusing.fetch_add(1, Ordering::Relaxed);
@@ -529,7 +529,7 @@ impl Refusal {
     }
 }
 
-impl Drop for Refusal {
+impl Drop for RefusalSlot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -539,7 +539,7 @@ impl Drop for Refusal {
 /// `Retry-After`, then closes it; one that has not sent its request by
 /// `by` is closed unanswered. A reply beats a silent drop: the client
 /// learns why and when to come back.
-async fn refuse(stream: TcpStream, limit: u64, by: tokio::time::Instant, _refusal: Refusal) {
+async fn refuse(stream: TcpStream, limit: u64, by: tokio::time::Instant, _refusal: RefusalSlot) {
     let service = service_fn(move |request: Request<Incoming>| async move {
         telemetry::overload_rejected(limit);
         let request_id = crate::request_id::request_id(request.headers());

@@ -201,6 +201,51 @@ async fn requests_probity_cannot_read_pass_unchecked_and_are_counted() {
     assert_eq!(sample("request_shape"), Some(1.0));
 }
 
+/// The fuzzer's seed 5 (issue 35): a chat answer with three choices to a
+/// request whose body is empty, or whose fields have the wrong type, was
+/// rejected `choice_count_mismatch` ("expected 1 choices (n = 1)") while
+/// the same answer to a body that is not JSON passed. Each is unreadable
+/// alike now: passed unchanged, counted by its reason.
+#[tokio::test]
+async fn an_empty_or_wrong_typed_request_is_unreadable_as_one_that_is_not_json() {
+    let answer = r#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"b"},"finish_reason":"stop"},{"index":2,"message":{"role":"assistant","content":"c"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}}"#;
+    let upstream = Upstream::json(answer.as_bytes()).await;
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", ""),
+    ));
+    let chat = probity.url("/openai/v1/chat/completions");
+    for request in [
+        "",
+        "not json",
+        r#"{"model":"m","messages":5}"#,
+        r#"{"model":"m","messages":[],"n":"3"}"#,
+    ] {
+        let got = post(&chat, request).await;
+        assert_eq!(got.status, 200, "{request:?}: {}", got.text());
+        assert_eq!(got.text(), answer, "{request:?}");
+    }
+    // Read, the same answer is what it is: three choices for one asked.
+    let got = post(
+        &chat,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(
+        got.error(502, "provider_invalid_response")["code"],
+        "choice_count_mismatch"
+    );
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    let sample = |reason: &str| {
+        metric_value(
+            &metrics,
+            &format!(r#"probity_uninspected_total{{route="openai",reason="{reason}"}}"#),
+        )
+    };
+    assert_eq!(sample("request_not_json"), Some(2.0));
+    assert_eq!(sample("request_shape"), Some(2.0));
+}
+
 /// A body is scanned frame by frame as it arrives: wherever the frames cut
 /// it (inside a number, a string, an escape, a literal, between a key and
 /// its colon), the answer is the one the whole body gets.

@@ -663,7 +663,14 @@ async fn every_way_an_answer_ends_is_recorded_as_it_ended() {
     const KEEP: Duration = Duration::from_secs(3);
     // (route, method, what the upstream writes, whether it then closes,
     // the ending, whether the client leaves after the first bytes)
-    type Case = (&'static str, &'static str, &'static [u8], bool, &'static str, bool);
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static [u8],
+        bool,
+        &'static str,
+        bool,
+    );
     let cases: [Case; 11] = [
         (
             "length",

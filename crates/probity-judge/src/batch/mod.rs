@@ -13,8 +13,8 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
 
 use crate::figures::{self, Domain, Figure, HeaderFigure};
-use crate::inspect::RequestShape;
 use crate::json::{base64_len, scan_numbers, Document, Elements, Json, Kind, Object, Scanner};
+use crate::request::RequestShape;
 use crate::violation::{Invariant, Violation};
 
 /// Where an endpoint's inputs and vectors are.

@@ -20,7 +20,6 @@ mod ollama;
 mod openai;
 mod passthrough;
 pub mod realtime;
-mod request;
 mod responses;
 pub mod stream;
 mod stream_judge;
@@ -43,13 +42,13 @@ use crate::json::{self, Document, Json, Object, Scanner};
 use crate::violation::{Invariant, Violation};
 use stream::{EventCheck, Framing};
 
+pub(crate) use crate::request::{Field, RequestShape};
 pub use findings::Findings;
-pub(crate) use request::{Field, RequestShape};
 pub use stream_judge::StreamJudge;
 
 /// The dialect table: one line per provider. A route's `dialect` names one
 /// of these; adding a provider means adding its file and one line here.
-const DIALECTS: &[&dyn Dialect] = &[
+pub(crate) const DIALECTS: &[&dyn Dialect] = &[
     &openai::OpenAi,
     &ollama::Ollama,
     &cohere::Cohere,
@@ -385,7 +384,7 @@ pub fn stream_judge(
     let read = endpoint.request.read(request_body);
     let request = read
         .as_ref()
-        .map(request::Readable::object)
+        .map(crate::request::Readable::object)
         .map_err(|reason| *reason);
     let contract = request.as_ref().ok().and_then(|request| {
         let output = endpoint.output.as_ref()?;
@@ -633,7 +632,7 @@ fn judge(
     let read = endpoint.request.read(exchange.request_body);
     let request = read
         .as_ref()
-        .map(request::Readable::object)
+        .map(crate::request::Readable::object)
         .map_err(|reason| *reason);
     let checked = match &request {
         Err(reason) => Err(*reason),
