@@ -156,6 +156,7 @@ fn embeddings_inspection(c: &mut Criterion) {
     let contracts = Contracts {
         config: None,
         cache: &cache,
+        convention: Default::default(),
     };
     let headers = HeaderMap::new();
     let mut group = c.benchmark_group("inspect");

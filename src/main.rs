@@ -175,7 +175,7 @@ fn inspect_offline(
 }
 
 /// The verdict line of `probity inspect`: JSON, or `<outcome>[ <invariant>]
-/// [ <pointers>][ output invalid: <reasons>]`.
+/// [ <pointers>][ contradicting: <relations>][ output invalid: <reasons>]`.
 fn verdict(judged: &probity::saved_answer::Report, json: bool) -> String {
     if json {
         return serde_json::to_string(judged).unwrap_or_default();
@@ -186,6 +186,12 @@ fn verdict(judged: &probity::saved_answer::Report, json: bool) -> String {
     }
     if !judged.pointers.is_empty() {
         line.push_str(&format!(" {}", judged.pointers.join(",")));
+    }
+    if !judged.contradicted.is_empty() {
+        line.push_str(&format!(
+            " contradicting: {}",
+            judged.contradicted.join(",")
+        ));
     }
     if !judged.output_reasons.is_empty() {
         line.push_str(&format!(

@@ -25,6 +25,9 @@ pub struct Report {
     pub outcome: &'static str,
     /// What became `null` (the full list, unbounded).
     pub pointers: Vec<String>,
+    /// The relations between figures that broke (their figures are among
+    /// `pointers`), by name from the dialect's table.
+    pub contradicted: Vec<&'static str>,
     /// The payload invariant broken, for a rejection.
     pub invariant: Option<&'static str>,
     /// The output contract's reasons, for an invalid answer.
@@ -93,6 +96,7 @@ pub fn judge(
     let contracts = Contracts {
         config: route.contract.as_ref(),
         cache: &cache,
+        convention: route.convention,
     };
     let (request, response) = (
         Bytes::copy_from_slice(request),
@@ -133,6 +137,7 @@ fn whole(
         Verdict::Unchecked => Report {
             outcome: "unchecked",
             pointers: Vec::new(),
+            contradicted: Vec::new(),
             invariant: None,
             output_reasons: Vec::new(),
             body: response,
@@ -147,6 +152,7 @@ fn whole(
             Report {
                 outcome: Outcome::Rejected.as_str(),
                 pointers: Vec::new(),
+                contradicted: Vec::new(),
                 invariant: Some(invariant.as_str()),
                 output_reasons: Vec::new(),
                 body,
@@ -158,6 +164,7 @@ fn whole(
             Report {
                 outcome: findings.outcome().as_str(),
                 pointers: findings.pointers,
+                contradicted: findings.contradicted,
                 invariant: None,
                 output_reasons: reasons,
                 body: sound.body.unwrap_or(response),
@@ -195,6 +202,7 @@ fn streamed(
     Some(Report {
         outcome: findings.outcome().as_str(),
         pointers: findings.pointers.clone(),
+        contradicted: findings.contradicted.clone(),
         invariant: findings.rejected.map(Invariant::as_str),
         output_reasons: findings.reasons().to_vec(),
         body: Bytes::from(out),

@@ -28,6 +28,7 @@ pub(crate) const UPSTREAM_ERRORS_TOTAL: &str = "probity_upstream_errors_total";
 pub(crate) const OVERLOAD_REJECTIONS_TOTAL: &str = "probity_overload_rejections_total";
 pub(crate) const PROVIDER_INVALID_RESPONSE_TOTAL: &str = "probity_provider_invalid_response_total";
 pub(crate) const MALFORMED_FIGURES_TOTAL: &str = "probity_malformed_figures_total";
+pub(crate) const FIGURE_CONTRADICTIONS_TOTAL: &str = "probity_figure_contradictions_total";
 pub(crate) const TOKENS_TOTAL: &str = "probity_tokens_total";
 pub(crate) const REALTIME_ERRORS_TOTAL: &str = "probity_realtime_errors_total";
 pub(crate) const UPSTREAM_STREAM_ERRORS_TOTAL: &str = "probity_upstream_stream_errors_total";
@@ -96,10 +97,7 @@ pub fn install() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildE
         PROVIDER_INVALID_RESPONSE_TOTAL,
         "Responses refused with 502 because a payload invariant was broken, by invariant."
     );
-    describe_counter!(
-        MALFORMED_FIGURES_TOTAL,
-        "Ancillary figures found malformed and nulled, by the figure's pointer."
-    );
+    describe_figures();
     describe_counter!(
         TOKENS_TOTAL,
         "Tokens as reported by providers, counted only from well-formed figures."
@@ -158,6 +156,19 @@ fn describe_requests() {
         Unit::Seconds,
         "The part of probity_request_duration_seconds that was probity's own: the exchange's \
          time less its waits on the upstream and on the client (Realtime sessions excluded)."
+    );
+}
+
+/// What is counted of figures not reported.
+fn describe_figures() {
+    describe_counter!(
+        MALFORMED_FIGURES_TOTAL,
+        "Ancillary figures found malformed and nulled, by the figure's pointer."
+    );
+    describe_counter!(
+        FIGURE_CONTRADICTIONS_TOTAL,
+        "Relations between figures that an answer's figures broke (their figures nulled), \
+         by the relation's name from the dialect's table."
     );
 }
 
@@ -445,6 +456,25 @@ pub(crate) fn figures_normalized(route: &str, request_id: &HeaderValue, figures:
         route,
         figures = %figures.join(","),
         "malformed figures nulled"
+    );
+}
+
+/// Figures that contradicted each other were nulled: the relations they
+/// broke, by name from the dialect's table; no value is logged.
+pub(crate) fn figures_contradicted(
+    route: &str,
+    request_id: &HeaderValue,
+    relations: &[&'static str],
+) {
+    for relation in relations {
+        counter!(FIGURE_CONTRADICTIONS_TOTAL, "route" => route.to_string(), "relation" => *relation)
+            .increment(1);
+    }
+    tracing::warn!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        route,
+        relations = %relations.join(","),
+        "figures that contradict each other nulled"
     );
 }
 

@@ -273,6 +273,12 @@ pub struct RouteConfig {
     /// whatever the client accepts (decoded for a client that accepts
     /// none); off: only the codings the client accepts are asked.
     pub upstream_compression: bool,
+    /// Whose definitions the relations between figures are judged by:
+    /// `provider` (the dialect's provider's own), `xai` (an `openai` route
+    /// to xAI's convention: reasoning outside `completion_tokens`, inside
+    /// `total_tokens`) or `off` (each figure alone); absent: the
+    /// provider's, or xAI's for an upstream at `api.x.ai`.
+    pub relations: Option<String>,
     /// Which exchanges are captured: `anomalies`, `all` or `off`.
     pub capture: CaptureMode,
     /// Under `capture = "all"`: the share (0.0 to 1.0) of valid exchanges kept.
@@ -301,6 +307,7 @@ impl Default for RouteConfig {
             max_chunk_concurrency: 4,
             retry_invalid_response: false,
             upstream_compression: false,
+            relations: None,
             capture: CaptureMode::Anomalies,
             capture_sample: 1.0,
         }

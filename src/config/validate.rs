@@ -377,6 +377,24 @@ impl RouteConfig {
         }
     }
 
+    /// `relations`: a convention's name (which ones a route's dialect
+    /// takes is the route table's to say).
+    fn validate_relations(&self, problem: &mut impl FnMut(&str, String)) {
+        use probity_judge::figures::Convention;
+        let Some(name) = &self.relations else {
+            return;
+        };
+        if Convention::named(name).is_none() {
+            problem(
+                "relations",
+                format!(
+                    "unknown convention \"{name}\": one of {}",
+                    Convention::NAMES.join(", ")
+                ),
+            );
+        }
+    }
+
     fn validate(&self, path: &str, dialects: &[&str], problems: &mut Vec<Problem>) {
         let mut problem = |key: &str, message: String| {
             problems.push(Problem::new(format!("{path}.{key}"), message));
@@ -434,6 +452,7 @@ impl RouteConfig {
         }
 
         self.validate_aws_region(&mut problem);
+        self.validate_relations(&mut problem);
         if let Some(contract) = &self.contract {
             contract.validate(&mut |key: &str, message: String| {
                 problem(&format!("contract.{key}"), message);

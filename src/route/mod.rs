@@ -14,6 +14,7 @@ pub(crate) use clients::{AdminCrossing, AdminRefusal, AdminToken, Clients, Refus
 
 use crate::config::{Config, ContractConfig, Problem, Problems, RouteConfig, UpstreamUrl};
 use crate::forward::{Credential, Limits, Upstream};
+use probity_judge::figures::Convention;
 use probity_judge::inspect::{self, Dialect};
 
 /// A configured route, ready to serve.
@@ -33,6 +34,8 @@ pub(crate) struct Route {
     /// `upstream_compression`: answers read whole are always asked for
     /// compressed.
     pub(crate) upstream_compression: bool,
+    /// Whose relations between figures its answers are judged by.
+    pub(crate) convention: Convention,
     /// Which of its exchanges are captured.
     pub(crate) capture: crate::config::CapturePolicy,
     /// `model_families`: model ids mapped to the endpoint of their family.
@@ -150,6 +153,7 @@ impl RouteTable {
             inspect::dialect(name).ok_or(("dialect", format!("unknown dialect \"{name}\"")))?;
         let signer = signer(route, env)?;
         let families = families(route, dialect)?;
+        let convention = convention(route, dialect, &url)?;
         let credential = match &route.api_key_env {
             None => None,
             Some(var) => match env(var) {
@@ -209,6 +213,7 @@ impl RouteTable {
                 .unwrap_or(usize::MAX),
             retry_invalid: route.retry_invalid_response,
             upstream_compression: route.upstream_compression,
+            convention,
             capture: crate::config::CapturePolicy {
                 mode: route.capture,
                 sample: route.capture_sample,
@@ -339,6 +344,34 @@ fn credential(
         inspect::credential_headers(),
         spec.query,
     )
+}
+
+/// A route's `relations`: a convention its dialect takes, or by default the
+/// one of its upstream's host.
+fn convention(
+    route: &RouteConfig,
+    dialect: &'static dyn Dialect,
+    url: &UpstreamUrl,
+) -> Result<Convention, (&'static str, String)> {
+    let Some(name) = &route.relations else {
+        return Ok(dialect.convention_of(url.authority.host()));
+    };
+    let taken = dialect.conventions();
+    match Convention::named(name) {
+        Some(convention) if taken.contains(&convention) => Ok(convention),
+        _ => Err((
+            "relations",
+            format!(
+                "the {} dialect counts its figures by {}, not \"{name}\"",
+                dialect.name(),
+                taken
+                    .iter()
+                    .map(|c| format!("\"{}\"", c.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
 }
 
 #[cfg(test)]

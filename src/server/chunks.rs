@@ -101,6 +101,8 @@ struct ChunkReply {
     part: Part,
     /// The labels of the malformed figures its check found.
     malformed: Vec<&'static str>,
+    /// The relations its figures broke.
+    contradicted: Vec<&'static str>,
     uninspected: Option<&'static str>,
 }
 
@@ -278,7 +280,8 @@ fn stitched(
         body: Bytes::new(),
         chunks,
     };
-    let stitched = match endpoint.stitch(&parts) {
+    let convention = ctx.route.as_ref().map(|r| r.convention).unwrap_or_default();
+    let stitched = match endpoint.stitch(&parts, convention) {
         Ok(stitched) => stitched,
         Err(violation) => return Err(reject(ctx, captures, violation, verbatim)),
     };
@@ -289,6 +292,10 @@ fn stitched(
         malformed: answers
             .iter()
             .flat_map(|a| a.malformed.iter().copied())
+            .collect(),
+        contradicted: answers
+            .iter()
+            .flat_map(|a| a.contradicted.iter().copied())
             .collect(),
         pointers: stitched.nulled,
         uninspected: answers.iter().find_map(|a| a.uninspected),
@@ -365,6 +372,9 @@ async fn fetch(
     let contracts = Contracts {
         config: None,
         cache: &cache,
+        // A chunk whose figures contradict each other reports them as
+        // not reported, and the stitched sum is then not reported either.
+        convention: route.convention,
     };
     let exchange = Exchange {
         method: &Method::POST,
@@ -377,9 +387,16 @@ async fn fetch(
     match verdict {
         Verdict::Reject(violation) => Err(ChunkFailure::Rejected(violation, parts, bytes)),
         verdict => {
-            let (malformed, uninspected) = match verdict {
-                Verdict::Sound(sound) => (sound.findings.malformed, sound.findings.uninspected),
-                _ => (Vec::new(), None),
+            let (malformed, contradicted, uninspected) = match verdict {
+                Verdict::Sound(sound) => {
+                    let findings = sound.findings;
+                    (
+                        findings.malformed,
+                        findings.contradicted,
+                        findings.uninspected,
+                    )
+                }
+                _ => (Vec::new(), Vec::new(), None),
             };
             Ok(ChunkReply {
                 status: parts.status,
@@ -389,6 +406,7 @@ async fn fetch(
                     scan,
                 },
                 malformed,
+                contradicted,
                 uninspected,
             })
         }

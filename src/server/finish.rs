@@ -53,6 +53,9 @@ pub(crate) fn finish(
     if !findings.malformed.is_empty() {
         telemetry::figures_normalized(name, request_id, &findings.malformed);
     }
+    if !findings.contradicted.is_empty() {
+        telemetry::figures_contradicted(name, request_id, &findings.contradicted);
+    }
     if let Some((task, verdict)) = &findings.output {
         telemetry::output_judged(task, verdict.valid());
         if !verdict.valid() {

@@ -66,6 +66,7 @@ fn contracts<'s>(route: &'s Route, shared: &'s Shared) -> Contracts<'s> {
     Contracts {
         config: route.contract.as_ref(),
         cache: &shared.schemas,
+        convention: route.convention,
     }
 }
 

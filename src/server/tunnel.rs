@@ -484,7 +484,7 @@ impl TunnelEnds<'_> {
         &self,
         text: tokio_tungstenite::tungstenite::Utf8Bytes,
     ) -> tokio_tungstenite::tungstenite::Utf8Bytes {
-        let frame = realtime::judge_server_text(text.as_bytes());
+        let frame = realtime::judge_server_text(text.as_bytes(), self.route.convention);
         let route = &self.route.name;
         match frame.kind {
             EventKind::Error => telemetry::realtime_error(route, &self.ctx.request_id),
@@ -495,6 +495,13 @@ impl TunnelEnds<'_> {
                         route,
                         &self.ctx.request_id,
                         &frame.findings.malformed,
+                    );
+                }
+                if !frame.findings.contradicted.is_empty() {
+                    telemetry::figures_contradicted(
+                        route,
+                        &self.ctx.request_id,
+                        &frame.findings.contradicted,
                     );
                 }
             }

@@ -50,7 +50,7 @@
 //!     .and_then(|openai| openai.endpoint("/v1/embeddings"))
 //!     .expect("openai judges its embeddings endpoint");
 //! let cache = SchemaCache::new(16);
-//! let contracts = Contracts { config: None, cache: &cache };
+//! let contracts = Contracts { config: None, cache: &cache, convention: Default::default() };
 //! let headers = HeaderMap::new();
 //! let request = Bytes::from_static(br#"{"model": "text-embedding-3-small", "input": ["a", "b"]}"#);
 //!

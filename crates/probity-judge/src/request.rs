@@ -132,6 +132,7 @@ mod tests {
         let contracts = Contracts {
             config: None,
             cache: &cache,
+            convention: Default::default(),
         };
         let request = Bytes::copy_from_slice(request);
         let headers = HeaderMap::new();
@@ -171,6 +172,7 @@ mod tests {
         let contracts = Contracts {
             config: None,
             cache: &cache,
+            convention: Default::default(),
         };
         let mut judge = inspect::stream_judge(endpoint, request, &contracts).ok()?;
         let reason = judge.uninspected();

@@ -93,6 +93,7 @@ fn inspect_body(endpoint: &Endpoint, request: &Bytes, response: &Bytes) -> Verdi
     let contracts = Contracts {
         config: None,
         cache: &cache,
+        convention: Default::default(),
     };
     let headers = HeaderMap::new();
     let exchange = Exchange::answered(request, &headers, response);
@@ -343,6 +344,7 @@ fn relay(endpoint: &Endpoint, request: &[u8], pieces: &[&[u8]]) -> Option<Relaye
     let contracts = Contracts {
         config: None,
         cache: &cache,
+        convention: Default::default(),
     };
     let mut judge = inspect::stream_judge(endpoint, request, &contracts).ok()?;
     let mut out = VecDeque::new();
@@ -453,6 +455,7 @@ pub fn contract(input: &[u8]) -> Result<(), String> {
     let contracts = Contracts {
         config: contract.as_ref(),
         cache: &cache,
+        convention: Default::default(),
     };
     let Ok(judge) = inspect::stream_judge(endpoint, request, &contracts) else {
         return Ok(());
@@ -531,7 +534,7 @@ pub fn stitch(input: &[u8]) -> Result<(), String> {
         parts.push(part);
     }
     let parts: Vec<&Part> = parts.iter().collect();
-    let Ok(stitched) = endpoint.stitch(&parts) else {
+    let Ok(stitched) = endpoint.stitch(&parts, Default::default()) else {
         return Ok(());
     };
     let request = Bytes::copy_from_slice(request);
@@ -551,6 +554,7 @@ fn checked_part(endpoint: &Endpoint, chunk: &Bytes, answer: Bytes) -> Option<Par
     let contracts = Contracts {
         config: None,
         cache: &cache,
+        convention: Default::default(),
     };
     let headers = HeaderMap::new();
     let exchange = Exchange::answered(chunk, &headers, &answer);

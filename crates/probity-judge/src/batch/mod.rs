@@ -137,7 +137,7 @@ fn mismatch(message: String) -> Violation {
 pub(crate) fn stitch(
     parts: &[&Part],
     spec: &BatchSpec,
-    table: &[Figure],
+    (table, related): (&[Figure], figures::Related<'_>),
     header_table: &[HeaderFigure],
 ) -> Result<Stitched, Violation> {
     let parsed: Vec<Document<'_>> = parts
@@ -156,7 +156,17 @@ pub(crate) fn stitch(
         let texts = concat(&docs, |root| member(root, echoed).and_then(|t| t.array()));
         overrides.insert(pointer(echoed), format!("[{}]", texts.join(",")));
     }
-    let mut nulled = stitch_figures(&docs, table, &mut overrides);
+    // A chunk whose figures contradict each other did not report them:
+    // the seed rule then leaves their sum not reported.
+    let unreported: Vec<Vec<String>> = parts
+        .iter()
+        .zip(&docs)
+        .map(|(part, (_, object))| match object {
+            Some(object) => figures::judge(&part.body, object, table, related).pointers,
+            None => Vec::new(),
+        })
+        .collect();
+    let mut nulled = stitch_figures(&docs, (table, &unreported), &mut overrides);
     collapse_records(table, &mut overrides, &mut nulled);
     let body = match (&first.1, overrides.get("")) {
         (_, Some(root)) => root.clone(),
@@ -339,16 +349,26 @@ const ANY_INTEGER: Elements = Elements::Integer {
 /// else `null`. Returns the pointers that became `null`.
 fn stitch_figures(
     docs: &[Doc<'_>],
-    table: &[Figure],
+    (table, unreported): (&[Figure], &[Vec<String>]),
     overrides: &mut HashMap<String, String>,
 ) -> Vec<String> {
     let mut nulled = Vec::new();
     for figure in table.iter().filter(|f| f.domain != Domain::Required) {
+        let mut contradicted = false;
         let values: Vec<Option<Json<'_>>> = docs
             .iter()
-            .map(|(_, o)| o.as_ref().and_then(|o| lookup(o, figure.pointer)))
+            .enumerate()
+            .map(|(i, (_, o))| {
+                let value = o.as_ref().and_then(|o| lookup(o, figure.pointer))?;
+                // Not reported by its chunk: it is not there to sum.
+                let unsound = unreported
+                    .get(i)
+                    .is_some_and(|pointers| pointers.iter().any(|p| p == figure.pointer));
+                contradicted |= unsound;
+                (!unsound).then_some(value)
+            })
             .collect();
-        if values.iter().all(Option::is_none) {
+        if values.iter().all(Option::is_none) && !contradicted {
             continue;
         }
         let stitched = match figure.domain {

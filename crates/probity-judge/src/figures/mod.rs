@@ -10,7 +10,15 @@
 //! normal and left alone.
 //!
 //! Each dialect lists its figures in a fixed table of [`Figure`]s, so the
-//! `figure` label of `probity_malformed_figures_total` is bounded.
+//! `figure` label of `probity_malformed_figures_total` is bounded, and
+//! beside it the [`Relation`]s its provider defines between them
+//! (`relation`): figures that contradict each other are not reported
+//! either, counted apart (`probity_figure_contradictions_total`).
+
+mod relation;
+
+pub use relation::Convention;
+pub(crate) use relation::{Relation, Under};
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -44,6 +52,9 @@ pub(crate) struct Figure {
     pub(crate) domain: Domain,
     /// The `kind` label on `probity_tokens_total` when this counts tokens.
     pub tokens: Option<&'static str>,
+    /// In a stream, a running total: each report restates it so far, and
+    /// a later one below an earlier one is a contradiction.
+    pub(crate) running: bool,
 }
 
 impl Figure {
@@ -52,6 +63,7 @@ impl Figure {
             pointer,
             domain: Domain::Count,
             tokens: None,
+            running: false,
         }
     }
 
@@ -60,6 +72,7 @@ impl Figure {
             pointer,
             domain: Domain::Number,
             tokens: None,
+            running: false,
         }
     }
 
@@ -69,6 +82,7 @@ impl Figure {
             pointer,
             domain: Domain::Required,
             tokens: None,
+            running: false,
         }
     }
 
@@ -77,7 +91,14 @@ impl Figure {
             pointer,
             domain: Domain::Id,
             tokens: None,
+            running: false,
         }
+    }
+
+    /// Marks the figure as a stream's running total (see [`Figure::running`]).
+    pub(crate) const fn running(mut self) -> Self {
+        self.running = true;
+        self
     }
 
     /// Marks the figure as a token count of this kind.
@@ -141,6 +162,41 @@ pub(crate) struct FigureFindings {
     pub(crate) removed_headers: Vec<&'static str>,
     /// Well-formed token counts, by kind: the only figures metrics may see.
     pub(crate) tokens: Vec<(&'static str, u64)>,
+    /// The relations whose figures contradicted each other, by name: those
+    /// figures are nulled and listed, but not counted as malformed.
+    pub(crate) contradicted: Vec<&'static str>,
+    /// The well-formed running totals (a stream's judge compares them with
+    /// the event before).
+    pub(crate) running: Vec<Running>,
+}
+
+/// A well-formed running total in one event.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Running {
+    /// Its table pointer: the same figure in every event.
+    pub(crate) figure: &'static str,
+    /// Its pointer in the event (under a prefix, for a figure in a
+    /// sub-object of the event).
+    pub(crate) pointer: String,
+    pub(crate) value: u64,
+    pub(crate) span: Range<usize>,
+    pub(crate) tokens: Option<&'static str>,
+}
+
+/// The relations a table's figures are judged by, under a route's
+/// convention.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Related<'r> {
+    pub(crate) relations: &'r [Relation],
+    pub(crate) convention: Convention,
+}
+
+impl Related<'static> {
+    /// No relation: each figure alone.
+    pub(crate) const NONE: Self = Self {
+        relations: &[],
+        convention: Convention::Off,
+    };
 }
 
 impl FigureFindings {
@@ -154,6 +210,9 @@ enum FigureValue {
     Absent,
     Sound(Option<u64>),
     Malformed(Range<usize>),
+    /// Well-formed alone, and contradicted by a figure it is defined
+    /// against.
+    Contradicted(Range<usize>),
 }
 
 /// One concrete figure of a body: a table entry, or one member under a
@@ -165,6 +224,9 @@ struct FigureEntry<'a, 't, 'o> {
     member: Option<&'o str>,
     /// The value, when present and not `null`.
     value: Option<Json<'a>>,
+    /// Present as `null`: reported as not reported (often by probity
+    /// itself), which a relation cannot read as none.
+    null: bool,
 }
 
 impl FigureEntry<'_, '_, '_> {
@@ -175,6 +237,18 @@ impl FigureEntry<'_, '_, '_> {
         match self.member {
             Some(key) => Cow::Owned(format!("{}/{}", self.figure.record(), escape_token(key))),
             None => Cow::Borrowed(self.figure.pointer),
+        }
+    }
+
+    /// Whether this is the figure at `pointer` (a relation names a member
+    /// under a wildcard by its own pointer).
+    fn is(&self, pointer: &str) -> bool {
+        match self.member {
+            None => self.figure.pointer == pointer,
+            Some(key) => pointer
+                .strip_prefix(self.figure.record())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|rest| rest == key),
         }
     }
 
@@ -196,20 +270,79 @@ enum Record<'a> {
 }
 
 /// Judges the body figures of `table` in a response whose root object is
-/// `root`, borrowed from `body`.
-pub(crate) fn judge(body: &[u8], root: &Object<'_>, table: &[Figure]) -> FigureFindings {
+/// `root`, borrowed from `body`, each alone and then against each other
+/// (`related`).
+pub(crate) fn judge(
+    body: &[u8],
+    root: &Object<'_>,
+    table: &[Figure],
+    related: Related<'_>,
+) -> FigureFindings {
     let records = records(root, table, body);
     let entries = entries(root, table, &records);
     // Every figure on its own.
-    let readings: Vec<FigureValue> = entries
+    let mut readings: Vec<FigureValue> = entries
         .iter()
         .map(|entry| match entry.value {
             None => FigureValue::Absent,
             Some(value) => read(entry.figure.domain, value, body),
         })
         .collect();
+    // Then the relations between those that are sound.
+    let contradicted = contradict(&entries, &mut readings, related, body);
     let collapsed = collapsed(table, &records, &entries, &readings);
-    report(&records, &entries, &readings, &collapsed)
+    let mut figures_found = report(body, &records, &entries, &readings, &collapsed);
+    figures_found.contradicted = contradicted;
+    figures_found
+}
+
+/// Judges every relation of `related` that holds under its convention
+/// among sound figures; the figures of each one breached become
+/// [`FigureValue::Contradicted`]. The names of those breached.
+fn contradict(
+    entries: &[FigureEntry<'_, '_, '_>],
+    readings: &mut [FigureValue],
+    related: Related<'_>,
+    body: &[u8],
+) -> Vec<&'static str> {
+    let mut breached: Vec<&'static str> = Vec::new();
+    let mut involved: Vec<usize> = Vec::new();
+    for relation in related.relations {
+        if !relation.holds(related.convention) {
+            continue;
+        }
+        // Absent is none of a sum (Gemini omits a zero count, as proto3's
+        // JSON does); `null` is not reported, and decides nothing: judging
+        // a rewritten body again finds what the first judgement left.
+        let term = |pointer: &str| match entries.iter().position(|e| e.is(pointer)) {
+            None => relation::Term::Absent,
+            Some(i) => match (readings.get(i), entries.get(i).is_some_and(|e| e.null)) {
+                (Some(FigureValue::Sound(Some(n))), _) => relation::Term::Count(*n),
+                (Some(FigureValue::Absent) | None, false) => relation::Term::Absent,
+                _ => relation::Term::Unknown,
+            },
+        };
+        if relation.breached(term) != Some(true) {
+            continue;
+        }
+        breached.push(relation.name);
+        for pointer in relation.pointers() {
+            if let Some(i) = entries.iter().position(|e| e.is(pointer)) {
+                if !involved.contains(&i) {
+                    involved.push(i);
+                }
+            }
+        }
+    }
+    // Marked once all are judged: a figure one relation contradicts still
+    // decides the others it is in.
+    for i in involved {
+        let span = entries.get(i).and_then(|e| e.value).map(|v| v.span(body));
+        if let (Some(reading @ FigureValue::Sound(_)), Some(span)) = (readings.get_mut(i), span) {
+            *reading = FigureValue::Contradicted(span);
+        }
+    }
+    breached
 }
 
 /// The records of a table, each looked up once; the root is never a record
@@ -261,11 +394,12 @@ fn entries<'a, 't, 'o>(
             }
         };
         if figure.key() != "*" {
-            let value = object.and_then(|o| o.present(figure.key()));
+            let got = object.and_then(|o| o.get(figure.key()));
             entries.push(FigureEntry {
                 figure,
                 member: None,
-                value,
+                value: got.filter(|v| !v.is_null()),
+                null: got.is_some_and(|v| v.is_null()),
             });
             continue;
         }
@@ -282,6 +416,7 @@ fn entries<'a, 't, 'o>(
                 figure,
                 member: exact.then_some(key),
                 value: Some(value).filter(|v| !v.is_null()),
+                null: value.is_null(),
             });
         }
     }
@@ -332,7 +467,10 @@ fn collapsed(
         let mut kept = false;
         for (reading, entry) in readings.iter().zip(entries) {
             if entry.under(pointer) {
-                lost |= matches!(reading, FigureValue::Malformed(_));
+                lost |= matches!(
+                    reading,
+                    FigureValue::Malformed(_) | FigureValue::Contradicted(_)
+                );
                 kept |= matches!(reading, FigureValue::Sound(_));
             }
         }
@@ -346,6 +484,7 @@ fn collapsed(
 /// The judgement: malformed figures, broken records, then collapsed ones,
 /// each nulled unless an outer record is nulled whole.
 fn report(
+    body: &[u8],
     records: &[(&'static str, Record<'_>)],
     entries: &[FigureEntry<'_, '_, '_>],
     readings: &[FigureValue],
@@ -355,7 +494,7 @@ fn report(
     let nulled_whole = |pointer: &str| collapsed.iter().any(|(r, _)| under(pointer, r));
     for (reading, entry) in readings.iter().zip(entries) {
         match reading {
-            FigureValue::Malformed(span) => {
+            FigureValue::Malformed(span) | FigureValue::Contradicted(span) => {
                 // Inexact keys share the wildcard's pointer: listed once.
                 let pointer = entry.pointer();
                 let listed = matches!(pointer, Cow::Borrowed(p) if p.ends_with("/*"))
@@ -363,7 +502,11 @@ fn report(
                 if !listed {
                     figures_found.pointers.push(pointer.to_string());
                 }
-                figures_found.malformed.push(entry.figure.pointer);
+                // A contradiction is counted by its relation, not as a
+                // malformed figure.
+                if matches!(reading, FigureValue::Malformed(_)) {
+                    figures_found.malformed.push(entry.figure.pointer);
+                }
                 if !nulled_whole(&pointer) {
                     figures_found.nulls.push(span.clone());
                 }
@@ -371,6 +514,15 @@ fn report(
             FigureValue::Sound(Some(n)) => {
                 if let Some(kind) = entry.figure.tokens {
                     figures_found.tokens.push((kind, *n));
+                }
+                if let (true, Some(value)) = (entry.figure.running, entry.value) {
+                    figures_found.running.push(Running {
+                        figure: entry.figure.pointer,
+                        pointer: entry.figure.pointer.to_string(),
+                        value: *n,
+                        span: value.span(body),
+                        tokens: entry.figure.tokens,
+                    });
                 }
             }
             FigureValue::Sound(None) | FigureValue::Absent => {}
@@ -545,7 +697,7 @@ mod tests {
         let doc = Document::parse(body.as_bytes()).unwrap();
         let json = doc.root();
         let root = json.object().unwrap();
-        let figures_found = judge(body.as_bytes(), &root, TABLE);
+        let figures_found = judge(body.as_bytes(), &root, TABLE, Related::NONE);
         let out = splice(body.as_bytes(), &figures_found.nulls);
         (String::from_utf8(out.to_vec()).unwrap(), figures_found)
     }
@@ -629,7 +781,12 @@ mod tests {
         let judged = |body: &str| {
             let doc = Document::parse(body.as_bytes()).unwrap();
             let json = doc.root();
-            let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+            let j = judge(
+                body.as_bytes(),
+                &json.object().unwrap(),
+                table,
+                Related::NONE,
+            );
             let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
             (out, j.pointers)
         };
@@ -680,7 +837,12 @@ mod tests {
             let body = format!(r#"{{"meta": {{"billed_units": {{"input_tokens": {value}}}}}}}"#);
             let doc = Document::parse(body.as_bytes()).unwrap();
             let json = doc.root();
-            let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+            let j = judge(
+                body.as_bytes(),
+                &json.object().unwrap(),
+                table,
+                Related::NONE,
+            );
             assert_eq!(j.is_clean(), ok, "{value}");
         }
     }
@@ -694,7 +856,12 @@ mod tests {
         let body = r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": "0", "audio_tokens": 0, "new_kind": -2}}}"#;
         let doc = Document::parse(body.as_bytes()).unwrap();
         let json = doc.root();
-        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        let j = judge(
+            body.as_bytes(),
+            &json.object().unwrap(),
+            table,
+            Related::NONE,
+        );
         let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
         assert_eq!(
             out,
@@ -713,7 +880,12 @@ mod tests {
             r#"{"usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": true}}}"#;
         let doc = Document::parse(body.as_bytes()).unwrap();
         let json = doc.root();
-        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        let j = judge(
+            body.as_bytes(),
+            &json.object().unwrap(),
+            table,
+            Related::NONE,
+        );
         let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
         assert_eq!(
             out,
@@ -727,7 +899,12 @@ mod tests {
         let body = r#"{"usage":{"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":1,"cached_tokens":"x"}}}"#;
         let doc = Document::parse(body.as_bytes()).unwrap();
         let json = doc.root();
-        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        let j = judge(
+            body.as_bytes(),
+            &json.object().unwrap(),
+            table,
+            Related::NONE,
+        );
         assert_eq!(j.pointers, ["/usage/prompt_tokens_details/cached_tokens"]);
         let out = String::from_utf8(splice(body.as_bytes(), &j.nulls).to_vec()).unwrap();
         assert_eq!(
@@ -742,7 +919,12 @@ mod tests {
         let body = r#"{"u":{"caché":"x","a/b":"x","t~":"x","ok":1}}"#;
         let doc = Document::parse(body.as_bytes()).unwrap();
         let json = doc.root();
-        let j = judge(body.as_bytes(), &json.object().unwrap(), table);
+        let j = judge(
+            body.as_bytes(),
+            &json.object().unwrap(),
+            table,
+            Related::NONE,
+        );
         assert_eq!(j.pointers, ["/u/caché", "/u/a~1b", "/u/t~0"]);
         assert_eq!(j.malformed, ["/u/*"; 3]);
         assert_eq!(normalized_list(&j.pointers), "/u/cach%C3%A9,/u/a~1b,/u/t~0");

@@ -5,7 +5,7 @@ use super::stream::{self, Event, EventCheck, Framing, Seen};
 use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure};
+use crate::figures::{self, Convention, Figure, Related, Relation};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
 use crate::violation::{Invariant, Violation};
@@ -22,17 +22,53 @@ pub(super) const FIGURES: &[Figure] = &[
     Figure::count("/usage/output_tokens").tokens("output"),
     Figure::count("/usage/cache_creation_input_tokens"),
     Figure::count("/usage/cache_read_input_tokens"),
+    Figure::count("/usage/cache_creation/*"),
+    Figure::count("/usage/output_tokens_details/*"),
     Figure::count("/usage/server_tool_use/*"),
 ];
 
 /// `message_delta.usage`: cumulative counts, never to be summed.
 const DELTA_FIGURES: &[Figure] = &[
     Figure::required("/usage"),
-    Figure::count("/usage/input_tokens").tokens("input"),
-    Figure::count("/usage/output_tokens").tokens("output"),
-    Figure::count("/usage/cache_creation_input_tokens"),
-    Figure::count("/usage/cache_read_input_tokens"),
+    Figure::count("/usage/input_tokens")
+        .tokens("input")
+        .running(),
+    Figure::count("/usage/output_tokens")
+        .tokens("output")
+        .running(),
+    Figure::count("/usage/cache_creation_input_tokens").running(),
+    Figure::count("/usage/cache_read_input_tokens").running(),
+    Figure::count("/usage/cache_creation/*"),
+    Figure::count("/usage/output_tokens_details/*"),
     Figure::count("/usage/server_tool_use/*"),
+];
+
+/// What anthropic-sdk-python's types define between a message's figures.
+/// `input_tokens` counts only the uncached input ("Total input tokens in
+/// a request is the summation of `input_tokens`,
+/// `cache_creation_input_tokens`, and `cache_read_input_tokens`",
+/// `types/usage.py`): no cache figure is bounded by it. The TTL parts of
+/// `cache_creation` are of `cache_creation_input_tokens` (their sum being
+/// it is not stated: at most it); `output_tokens_details.thinking_tokens`
+/// is "Always ≤ `output_tokens`" (`types/output_tokens_details.py`). In a
+/// stream each `message_delta` count is cumulative ("The cumulative number
+/// of …", `types/message_delta_usage.py`): a later one never falls.
+/// `message_start`'s are not a floor for them: a refusal's start says one
+/// output token, its delta none (the SDK's own fixture).
+pub(super) const RELATIONS: &[Relation] = &[
+    Relation::parts_at_most(
+        "cache_creation<=cache_creation_input_tokens",
+        &[
+            "/usage/cache_creation/ephemeral_5m_input_tokens",
+            "/usage/cache_creation/ephemeral_1h_input_tokens",
+        ],
+        "/usage/cache_creation_input_tokens",
+    ),
+    Relation::at_most(
+        "thinking_tokens<=output_tokens",
+        "/usage/output_tokens_details/thinking_tokens",
+        "/usage/output_tokens",
+    ),
 ];
 
 /// `/v1/messages`: the prompt in `messages`, `stream`, the declared
@@ -52,6 +88,7 @@ const MESSAGES: Endpoint = Endpoint {
     request: &MESSAGES_REQUEST,
     check: messages,
     figures: FIGURES,
+    relations: RELATIONS,
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: super::stream_true,
@@ -208,6 +245,14 @@ fn message_answer<'a>(request: &Object<'_>, response: &Object<'a>) -> Vec<Answer
 /// `message_start.message.usage` and `message_delta.usage`; a content block
 /// must be started before it is added to or stopped; unknown event types
 /// pass as they came.
+/// A message's relations under a route's convention.
+fn related(convention: Convention) -> Related<'static> {
+    Related {
+        relations: RELATIONS,
+        convention,
+    }
+}
+
 struct MessageEvents {
     blocks: Vec<u64>,
     /// The forced tool, and the index of its `tool_use` block once started.
@@ -290,7 +335,7 @@ impl MessageEvents {
 }
 
 impl EventCheck for MessageEvents {
-    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
+    fn event(&mut self, event: &Event<'_>, convention: Convention) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing);
         };
@@ -321,7 +366,7 @@ impl EventCheck for MessageEvents {
                             "message_start has no `message` object".into(),
                         )
                     })?;
-                let figures_found = figures::judge(data, &message, FIGURES);
+                let figures_found = figures::judge(data, &message, FIGURES, related(convention));
                 Ok(Seen::Figures(super::prefixed(figures_found, "/message")))
             }
             "message_delta" => {
@@ -337,7 +382,12 @@ impl EventCheck for MessageEvents {
                     answer.truncated |= stop.as_deref() == Some("max_tokens");
                     answer.refusal |= stop.as_deref() == Some("refusal");
                 }
-                Ok(Seen::Figures(figures::judge(data, &body, DELTA_FIGURES)))
+                Ok(Seen::Figures(figures::judge(
+                    data,
+                    &body,
+                    DELTA_FIGURES,
+                    related(convention),
+                )))
             }
             "content_block_start" => {
                 self.block_started(&body, name)?;

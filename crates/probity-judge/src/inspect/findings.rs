@@ -18,6 +18,10 @@ pub struct Findings {
     pub tokens: Vec<(&'static str, u64)>,
     /// The `figure` label of each malformed figure or record.
     pub malformed: Vec<&'static str>,
+    /// The name of each relation whose figures contradicted each other
+    /// (the `relation` label of `probity_figure_contradictions_total`);
+    /// their pointers are in `pointers`.
+    pub contradicted: Vec<&'static str>,
     /// What became `null` (or `header:<name>`, removed), for
     /// `probity-normalized` and the capture.
     pub pointers: Vec<String>,
@@ -49,6 +53,7 @@ impl Findings {
         let findings = Findings {
             tokens: found.tokens,
             malformed: found.malformed,
+            contradicted: found.contradicted,
             pointers: found.pointers,
             ..Findings::default()
         };

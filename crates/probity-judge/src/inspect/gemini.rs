@@ -16,7 +16,7 @@ use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, St
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure};
+use crate::figures::{self, Convention, Figure, Related, Relation};
 use crate::invariants::{self, Fault, Form, REQUEST_SHAPE};
 use crate::json::{Json, Kind, Object};
 use crate::violation::{Invariant, Violation};
@@ -69,6 +69,7 @@ const EMBED: Endpoint = Endpoint {
     request: &EMBED_REQUEST,
     check: embed,
     figures: EMBED_FIGURES,
+    relations: &[],
     header_figures: &[],
     stream: None,
     output: None,
@@ -81,6 +82,7 @@ const BATCH_EMBED: Endpoint = Endpoint {
     request: &BATCH_EMBED_REQUEST,
     check: batch_embed,
     figures: EMBED_FIGURES,
+    relations: &[],
     header_figures: &[],
     stream: None,
     output: None,
@@ -102,14 +104,47 @@ const BATCH_EMBED: Endpoint = Endpoint {
 /// `GenerateContentResponse`: the response id and `usageMetadata`. The
 /// per-modality lists (`promptTokensDetails`, ...) are arrays of
 /// `{modality, tokenCount}`, not records of figures: left as they came.
+/// In a stream each chunk's `usageMetadata` restates the counts so far: a
+/// later one never falls (a client takes the last, never sums them).
 const GENERATION_FIGURES: &[Figure] = &[
     Figure::id("/responseId"),
-    Figure::count("/usageMetadata/promptTokenCount").tokens("input"),
-    Figure::count("/usageMetadata/candidatesTokenCount").tokens("output"),
-    Figure::count("/usageMetadata/totalTokenCount").tokens("total"),
-    Figure::count("/usageMetadata/thoughtsTokenCount"),
-    Figure::count("/usageMetadata/cachedContentTokenCount"),
-    Figure::count("/usageMetadata/toolUsePromptTokenCount"),
+    Figure::count("/usageMetadata/promptTokenCount")
+        .tokens("input")
+        .running(),
+    Figure::count("/usageMetadata/candidatesTokenCount")
+        .tokens("output")
+        .running(),
+    Figure::count("/usageMetadata/totalTokenCount")
+        .tokens("total")
+        .running(),
+    Figure::count("/usageMetadata/thoughtsTokenCount").running(),
+    Figure::count("/usageMetadata/cachedContentTokenCount").running(),
+    Figure::count("/usageMetadata/toolUsePromptTokenCount").running(),
+];
+
+/// What google-genai's `GenerateContentResponseUsageMetadata` defines:
+/// `totalTokenCount` "is the sum of `prompt_token_count`,
+/// `candidates_token_count`, `tool_use_prompt_token_count`, and
+/// `thoughts_token_count`" (an absent one is none of it), and the cached
+/// content is "still the total effective prompt size meaning this
+/// includes the number of tokens in the cached content" (a part of the
+/// prompt, unlike Anthropic's).
+const GENERATION_RELATIONS: &[Relation] = &[
+    Relation::sum(
+        "totalTokenCount=prompt+candidates+toolUsePrompt+thoughts",
+        "/usageMetadata/totalTokenCount",
+        &["/usageMetadata/promptTokenCount"],
+        &[
+            "/usageMetadata/candidatesTokenCount",
+            "/usageMetadata/toolUsePromptTokenCount",
+            "/usageMetadata/thoughtsTokenCount",
+        ],
+    ),
+    Relation::at_most(
+        "cachedContentTokenCount<=promptTokenCount",
+        "/usageMetadata/cachedContentTokenCount",
+        "/usageMetadata/promptTokenCount",
+    ),
 ];
 
 const GENERATE: Endpoint = Endpoint {
@@ -117,6 +152,7 @@ const GENERATE: Endpoint = Endpoint {
     request: &GENERATE_REQUEST,
     check: generate,
     figures: GENERATION_FIGURES,
+    relations: GENERATION_RELATIONS,
     header_figures: &[],
     stream: None,
     output: Some(OUTPUT),
@@ -135,6 +171,7 @@ const STREAM_GENERATE: Endpoint = Endpoint {
     request: &GENERATE_REQUEST,
     check: streamed_document,
     figures: GENERATION_FIGURES,
+    relations: GENERATION_RELATIONS,
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: |_| true,
@@ -622,7 +659,7 @@ struct GenerateEvents {
 }
 
 impl EventCheck for GenerateEvents {
-    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
+    fn event(&mut self, event: &Event<'_>, convention: Convention) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing); // a keep-alive
         };
@@ -647,6 +684,10 @@ impl EventCheck for GenerateEvents {
             data,
             &chunk,
             GENERATION_FIGURES,
+            Related {
+                relations: GENERATION_RELATIONS,
+                convention,
+            },
         )))
     }
 

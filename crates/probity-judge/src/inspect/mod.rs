@@ -36,7 +36,7 @@ use http::{HeaderMap, Method, StatusCode};
 use crate::batch::{self, BatchSpec};
 use crate::contract::ContractConfig;
 use crate::contract::{self, Contract, OutputFindings, OutputSpec, SchemaCache};
-use crate::figures::{self, Figure, FigureFindings, HeaderFigure};
+use crate::figures::{self, Convention, Figure, FigureFindings, HeaderFigure, Related, Relation};
 use crate::invariants::Fault;
 use crate::json::{self, Document, Json, Object, Scanner};
 use crate::violation::{Invariant, Violation};
@@ -171,6 +171,19 @@ pub trait Dialect: Send + Sync {
         &[]
     }
 
+    /// The conventions a route of this dialect may count its figures by
+    /// (`relations`): its provider's own, or none; openai's also xAI's.
+    fn conventions(&self) -> &'static [Convention] {
+        &[Convention::Provider, Convention::Off]
+    }
+
+    /// The convention of a route that names none, by its upstream's host:
+    /// the provider's own, unless the host is one whose convention is
+    /// known to differ (`api.x.ai` on the OpenAI wire).
+    fn convention_of(&self, _host: &str) -> Convention {
+        Convention::Provider
+    }
+
     /// Why a POST to this path passes uninspected though the dialect
     /// would judge its kind (an `invoke` of a model family probity does
     /// not judge): counted on `probity_uninspected_total`.
@@ -282,6 +295,9 @@ pub struct Endpoint {
     pub(crate) check: Check,
     /// The ancillary figures in the body.
     pub(crate) figures: &'static [Figure],
+    /// The relations the provider defines between them, each under the
+    /// conventions it holds in (`figures::relation`).
+    pub(crate) relations: &'static [Relation],
     /// The ancillary figures sent as response headers.
     pub(crate) header_figures: &'static [HeaderFigure],
     /// How a streamed answer of this endpoint is judged, event by event.
@@ -335,12 +351,22 @@ impl Endpoint {
 
     /// Joins the checked answers of a batch's chunks into one answer of this
     /// endpoint, its figures summed ([`crate::batch::stitch`]).
-    pub fn stitch(&self, parts: &[&batch::Part]) -> Result<batch::Stitched, Violation> {
+    /// A chunk whose figures contradict each other under `convention`
+    /// reports none of them to the sum.
+    pub fn stitch(
+        &self,
+        parts: &[&batch::Part],
+        convention: Convention,
+    ) -> Result<batch::Stitched, Violation> {
         let spec = self.batch.as_ref().ok_or_else(|| Violation {
             invariant: Invariant::ChunkDimensionMismatch,
             message: "the endpoint does not take batches".into(),
         })?;
-        batch::stitch(parts, spec, self.figures, self.header_figures)
+        let related = Related {
+            relations: self.relations,
+            convention,
+        };
+        batch::stitch(parts, spec, (self.figures, related), self.header_figures)
     }
 
     /// Where a large batch's inputs and vectors are, when the endpoint
@@ -367,6 +393,9 @@ impl Endpoint {
 pub(crate) fn prefixed(mut figures_found: FigureFindings, prefix: &str) -> FigureFindings {
     for pointer in &mut figures_found.pointers {
         pointer.insert_str(0, prefix);
+    }
+    for running in &mut figures_found.running {
+        running.pointer.insert_str(0, prefix);
     }
     figures_found
 }
@@ -404,13 +433,10 @@ pub fn stream_judge(
         Err(reason) => ((spec.unread)(), Some(*reason)),
     };
     let comments = spec.comments && spec.framing == Framing::Sse;
-    Ok(StreamJudge::new(
-        spec.framing,
-        comments,
-        check,
-        contract,
-        uninspected,
-    ))
+    Ok(
+        StreamJudge::new(spec.framing, comments, check, contract, uninspected)
+            .judging_by(contracts.convention),
+    )
 }
 
 /// A parsed response body, as checks see it.
@@ -466,12 +492,15 @@ impl<'a> Exchange<'a> {
     }
 }
 
-/// The route's part in output contracts, handed to inspection.
+/// The route's part in judging, handed to inspection: its output
+/// contract, and the convention its figures are counted by.
 pub struct Contracts<'a> {
     /// The route's `[routes.contract]`, if any.
     pub config: Option<&'a Arc<ContractConfig>>,
     /// Where compiled schemas are kept.
     pub cache: &'a SchemaCache,
+    /// Whose relations between figures hold (`relations`).
+    pub convention: Convention,
 }
 
 /// What inspection decided about a response: its verdict. What it found
@@ -617,6 +646,34 @@ pub fn inspect_keeping(
     (verdict, doc.into_scanner())
 }
 
+/// The figures of a whole answer and of its headers, each alone and then
+/// against each other under the route's convention.
+fn answer_figures(
+    endpoint: &Endpoint,
+    exchange: &Exchange<'_>,
+    response: &Response<'_>,
+    convention: Convention,
+) -> FigureFindings {
+    let mut figures_found = match (&response.object, endpoint.figures.is_empty()) {
+        (Some(object), false) => figures::judge(
+            exchange.response_body,
+            object,
+            endpoint.figures,
+            Related {
+                relations: endpoint.relations,
+                convention,
+            },
+        ),
+        _ => FigureFindings::default(),
+    };
+    figures::judge_headers(
+        exchange.response_headers,
+        endpoint.header_figures,
+        &mut figures_found,
+    );
+    figures_found
+}
+
 /// Judges a 2xx response whose body is the JSON document `doc`.
 fn judge(
     endpoint: &Endpoint,
@@ -642,15 +699,7 @@ fn judge(
             Err(Fault::Uninspectable(reason)) => Err(reason),
         },
     };
-    let mut figures_found = match (&response.object, endpoint.figures.is_empty()) {
-        (Some(object), false) => figures::judge(body, object, endpoint.figures),
-        _ => FigureFindings::default(),
-    };
-    figures::judge_headers(
-        exchange.response_headers,
-        endpoint.header_figures,
-        &mut figures_found,
-    );
+    let figures_found = answer_figures(endpoint, exchange, &response, contracts.convention);
 
     // Figures and a degraded answer are spliced in one pass.
     let mut replacements: Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)> = figures_found
@@ -729,7 +778,8 @@ fn judge_output(
 pub fn tokens(endpoint: &Endpoint, body: &[u8], headers: &HeaderMap) -> Vec<(&'static str, u64)> {
     let doc = Document::parse(body).ok();
     let mut figures_found = match doc.as_ref().and_then(Document::object) {
-        Some(object) => figures::judge(body, &object, endpoint.figures),
+        // Sums of chunks' sound figures keep their relations.
+        Some(object) => figures::judge(body, &object, endpoint.figures, Related::NONE),
         None => FigureFindings::default(),
     };
     figures::judge_headers(headers, endpoint.header_figures, &mut figures_found);

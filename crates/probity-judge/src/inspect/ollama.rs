@@ -36,6 +36,7 @@ const EMBED: Endpoint = Endpoint {
         Figure::count("/total_duration"),
         Figure::count("/load_duration"),
     ],
+    relations: &[],
     header_figures: &[],
     stream: None,
     output: None,
@@ -78,6 +79,7 @@ const CHAT: Endpoint = Endpoint {
     request: &CHAT_REQUEST,
     check: chat,
     figures: GENERATION_FIGURES,
+    relations: &[],
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: streams_unless_false,
@@ -110,6 +112,7 @@ const GENERATE: Endpoint = Endpoint {
     request: &GENERATE_REQUEST,
     check: generate,
     figures: GENERATION_FIGURES,
+    relations: &[],
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: streams_unless_false,
@@ -246,7 +249,7 @@ impl Lines {
 }
 
 impl EventCheck for Lines {
-    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
+    fn event(&mut self, event: &Event<'_>, _: figures::Convention) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing);
         };
@@ -279,10 +282,12 @@ impl EventCheck for Lines {
             }
             self.answer.truncated |= truncated;
         }
+        // Ollama defines no relation between its figures.
         Ok(Seen::Figures(figures::judge(
             data,
             &line,
             GENERATION_FIGURES,
+            figures::Related::NONE,
         )))
     }
 
@@ -322,6 +327,7 @@ const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
     request: &LEGACY_EMBEDDINGS_REQUEST,
     check: legacy_embeddings,
     figures: &[],
+    relations: &[],
     header_figures: &[],
     stream: None,
     output: None,

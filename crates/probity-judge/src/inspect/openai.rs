@@ -8,7 +8,7 @@ use super::{Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
 use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
-use crate::figures::{self, Figure};
+use crate::figures::{self, Convention, Figure, Related, Relation, Under};
 use crate::invariants::{self, Echo, EchoedDocument, Expect, Fault, Form, Ranking};
 use crate::json::{Kind, Object};
 use crate::violation::{Invariant, Violation};
@@ -35,11 +35,21 @@ pub(super) const EMBEDDINGS_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// OpenAI's embeddings `usage`: no relation is stated, and an embedding
+/// has no output, so the most a check may ask is `prompt_tokens ≤
+/// total_tokens` (openai-python `types/create_embedding_response.py`).
+pub(super) const RELATIONS: &[Relation] = &[Relation::at_most(
+    "prompt_tokens<=total_tokens",
+    "/usage/prompt_tokens",
+    "/usage/total_tokens",
+)];
+
 pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBEDDINGS_REQUEST,
     check: embeddings,
     figures: FIGURES,
+    relations: RELATIONS,
     header_figures: &[],
     stream: None,
     output: None,
@@ -58,6 +68,81 @@ const GENERATION_FIGURES: &[Figure] = &[
     Figure::count("/usage/total_tokens").tokens("total"),
     Figure::count("/usage/prompt_tokens_details/*"),
     Figure::count("/usage/completion_tokens_details/*"),
+];
+
+/// What openai-python `types/completion_usage.py` defines between chat and
+/// completion figures: `total_tokens` is "Total number of tokens used in
+/// the request (prompt + completion)"; each `prompt_tokens_details` member
+/// is "… present in the prompt"; `reasoning_tokens` and the prediction
+/// tokens are "still counted in the total completion tokens". Under xAI's
+/// convention reasoning is counted outside `completion_tokens` and inside
+/// `total_tokens` (docs.x.ai, "consumption and rate limits").
+const GENERATION_RELATIONS: &[Relation] = &[
+    Relation::sum(
+        "total_tokens=prompt_tokens+completion_tokens",
+        "/usage/total_tokens",
+        &["/usage/prompt_tokens", "/usage/completion_tokens"],
+        &[],
+    )
+    .under(Under::Provider),
+    Relation::sum(
+        "total_tokens=prompt_tokens+completion_tokens+reasoning_tokens",
+        "/usage/total_tokens",
+        &["/usage/prompt_tokens", "/usage/completion_tokens"],
+        &["/usage/completion_tokens_details/reasoning_tokens"],
+    )
+    .under(Under::Xai),
+    Relation::at_most(
+        "cached_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/cached_tokens",
+        "/usage/prompt_tokens",
+    ),
+    Relation::at_most(
+        "prompt_tokens_details.audio_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/audio_tokens",
+        "/usage/prompt_tokens",
+    ),
+    Relation::at_most(
+        "prompt_tokens_details.text_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/text_tokens",
+        "/usage/prompt_tokens",
+    ),
+    Relation::at_most(
+        "prompt_tokens_details.image_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/image_tokens",
+        "/usage/prompt_tokens",
+    ),
+    Relation::at_most(
+        "cache_write_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/cache_write_tokens",
+        "/usage/prompt_tokens",
+    ),
+    Relation::at_most(
+        "reasoning_tokens<=completion_tokens",
+        "/usage/completion_tokens_details/reasoning_tokens",
+        "/usage/completion_tokens",
+    )
+    .under(Under::Provider),
+    Relation::parts_at_most(
+        "prediction_tokens<=completion_tokens",
+        &[
+            "/usage/completion_tokens_details/accepted_prediction_tokens",
+            "/usage/completion_tokens_details/rejected_prediction_tokens",
+        ],
+        "/usage/completion_tokens",
+    )
+    .under(Under::Provider),
+    Relation::at_most(
+        "completion_tokens_details.audio_tokens<=completion_tokens",
+        "/usage/completion_tokens_details/audio_tokens",
+        "/usage/completion_tokens",
+    ),
+    Relation::at_most(
+        "completion_tokens_details.text_tokens<=completion_tokens",
+        "/usage/completion_tokens_details/text_tokens",
+        "/usage/completion_tokens",
+    )
+    .under(Under::Provider),
 ];
 
 /// `/v1/chat/completions`: `n` choices, `stream`, the prompt in
@@ -79,6 +164,7 @@ pub(super) const CHAT: Endpoint = Endpoint {
     request: &CHAT_REQUEST,
     check: chat,
     figures: GENERATION_FIGURES,
+    relations: GENERATION_RELATIONS,
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: super::stream_true,
@@ -127,6 +213,7 @@ const COMPLETIONS: Endpoint = Endpoint {
     request: &COMPLETIONS_REQUEST,
     check: completions,
     figures: GENERATION_FIGURES,
+    relations: GENERATION_RELATIONS,
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: super::stream_true,
@@ -155,6 +242,7 @@ const RERANK: Endpoint = Endpoint {
     request: &RERANK_REQUEST,
     check: rerank,
     figures: FIGURES,
+    relations: &[],
     header_figures: &[],
     stream: None,
     output: None,
@@ -199,6 +287,18 @@ impl Dialect for OpenAi {
     fn unlisted(&self) -> &'static [&'static Endpoint] {
         static UNLISTED: [&Endpoint; 1] = [&super::responses::STORED];
         &UNLISTED
+    }
+
+    fn conventions(&self) -> &'static [Convention] {
+        &[Convention::Provider, Convention::Xai, Convention::Off]
+    }
+
+    /// xAI's API counts reasoning outside `completion_tokens`.
+    fn convention_of(&self, host: &str) -> Convention {
+        match host.eq_ignore_ascii_case("api.x.ai") {
+            true => Convention::Xai,
+            false => Convention::Provider,
+        }
     }
 
     fn realtime(&self, path: &str) -> bool {
@@ -461,7 +561,7 @@ impl ChatEvents {
 }
 
 impl EventCheck for ChatEvents {
-    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
+    fn event(&mut self, event: &Event<'_>, convention: Convention) -> Result<Seen, Violation> {
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing); // a comment: `: ping`, `: OPENROUTER PROCESSING`
         };
@@ -510,6 +610,10 @@ impl EventCheck for ChatEvents {
             data,
             &chunk,
             GENERATION_FIGURES,
+            Related {
+                relations: GENERATION_RELATIONS,
+                convention,
+            },
         )))
     }
 

@@ -10,7 +10,7 @@
 //! JSON object, passes as it came: a session is not cut for one odd frame.
 
 use super::Findings;
-use crate::figures::{self, Figure};
+use crate::figures::{self, Convention, Figure, Related, Relation};
 use crate::json::{self, Document};
 
 /// The figures of a `response.done` event. `/response` holds the whole
@@ -25,6 +25,52 @@ pub(crate) const FIGURES: &[Figure] = &[
     Figure::count("/response/usage/input_token_details/*"),
     Figure::count("/response/usage/input_token_details/cached_tokens_details/*"),
     Figure::count("/response/usage/output_token_details/*"),
+];
+
+/// What openai-python's `types/realtime/realtime_response_usage*.py`
+/// define: "Cached tokens here are counted as a subset of input tokens",
+/// the input's text, audio and image tokens are of it, the cached ones'
+/// details of the cached tokens, the output's text and audio of it.
+const RELATIONS: &[Relation] = &[
+    Relation::at_most(
+        "cached_tokens<=input_tokens",
+        "/response/usage/input_token_details/cached_tokens",
+        "/response/usage/input_tokens",
+    ),
+    Relation::at_most(
+        "input_token_details.text_tokens<=input_tokens",
+        "/response/usage/input_token_details/text_tokens",
+        "/response/usage/input_tokens",
+    ),
+    Relation::at_most(
+        "input_token_details.audio_tokens<=input_tokens",
+        "/response/usage/input_token_details/audio_tokens",
+        "/response/usage/input_tokens",
+    ),
+    Relation::at_most(
+        "input_token_details.image_tokens<=input_tokens",
+        "/response/usage/input_token_details/image_tokens",
+        "/response/usage/input_tokens",
+    ),
+    Relation::parts_at_most(
+        "cached_tokens_details<=cached_tokens",
+        &[
+            "/response/usage/input_token_details/cached_tokens_details/text_tokens",
+            "/response/usage/input_token_details/cached_tokens_details/audio_tokens",
+            "/response/usage/input_token_details/cached_tokens_details/image_tokens",
+        ],
+        "/response/usage/input_token_details/cached_tokens",
+    ),
+    Relation::at_most(
+        "output_token_details.text_tokens<=output_tokens",
+        "/response/usage/output_token_details/text_tokens",
+        "/response/usage/output_tokens",
+    ),
+    Relation::at_most(
+        "output_token_details.audio_tokens<=output_tokens",
+        "/response/usage/output_token_details/audio_tokens",
+        "/response/usage/output_tokens",
+    ),
 ];
 
 /// What a server event is, as far as the tunnel counts it.
@@ -50,8 +96,9 @@ pub struct JudgedFrame {
     pub rewritten: Option<Vec<u8>>,
 }
 
-/// Judges one server-to-client text frame.
-pub fn judge_server_text(text: &[u8]) -> JudgedFrame {
+/// Judges one server-to-client text frame, its figures' relations under
+/// the route's `convention`.
+pub fn judge_server_text(text: &[u8], convention: Convention) -> JudgedFrame {
     let other = || JudgedFrame {
         kind: EventKind::Other,
         findings: Findings::default(),
@@ -71,7 +118,11 @@ pub fn judge_server_text(text: &[u8]) -> JudgedFrame {
     if kind == EventKind::Error {
         return JudgedFrame { kind, ..other() };
     }
-    let figures_found = figures::judge(text, &event, FIGURES);
+    let related = Related {
+        relations: RELATIONS,
+        convention,
+    };
+    let figures_found = figures::judge(text, &event, FIGURES, related);
     let rewritten = (!figures_found.nulls.is_empty()).then(|| {
         let mut replacements: Vec<(std::ops::Range<usize>, &[u8])> = figures_found
             .nulls
@@ -95,7 +146,7 @@ mod tests {
     const DONE: &str = r#"{"type":"response.done","event_id":"event_1","response":{"object":"realtime.response","id":"resp_1","status":"completed","output":[],"usage":{"total_tokens":30,"input_tokens":12,"output_tokens":18,"input_token_details":{"cached_tokens":0,"text_tokens":12,"audio_tokens":0,"cached_tokens_details":{"text_tokens":0,"audio_tokens":0}},"output_token_details":{"text_tokens":18,"audio_tokens":0}}}}"#;
 
     fn judged(text: &str) -> (JudgedFrame, String) {
-        let frame = judge_server_text(text.as_bytes());
+        let frame = judge_server_text(text.as_bytes(), Convention::Provider);
         let out = frame
             .rewritten
             .clone()

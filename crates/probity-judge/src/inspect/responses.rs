@@ -15,7 +15,7 @@ use crate::contract::{
     Answer, Arguments, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls, ToolCall,
     ToolSpec,
 };
-use crate::figures::{self, Figure, FigureFindings};
+use crate::figures::{self, Convention, Figure, FigureFindings, Related, Relation, Under};
 use crate::invariants::{self, Fault};
 use crate::json::{Kind, Object};
 use crate::violation::{Invariant, Violation};
@@ -33,6 +33,37 @@ pub(super) const FIGURES: &[Figure] = &[
     Figure::count("/usage/total_tokens").tokens("total"),
     Figure::count("/usage/input_tokens_details/*"),
     Figure::count("/usage/output_tokens_details/*"),
+];
+
+/// What openai-python's `types/responses/response_usage.py` and the
+/// reasoning guide define: cached and cache-written tokens are of the
+/// input, reasoning tokens "billed as output tokens" are of the output,
+/// and the total is input and output (as OpenAI's examples have it).
+/// xAI counts reasoning apart: only the input's details hold there.
+pub(super) const RELATIONS: &[Relation] = &[
+    Relation::sum(
+        "total_tokens=input_tokens+output_tokens",
+        "/usage/total_tokens",
+        &["/usage/input_tokens", "/usage/output_tokens"],
+        &[],
+    )
+    .under(Under::Provider),
+    Relation::at_most(
+        "cached_tokens<=input_tokens",
+        "/usage/input_tokens_details/cached_tokens",
+        "/usage/input_tokens",
+    ),
+    Relation::at_most(
+        "cache_write_tokens<=input_tokens",
+        "/usage/input_tokens_details/cache_write_tokens",
+        "/usage/input_tokens",
+    ),
+    Relation::at_most(
+        "reasoning_tokens<=output_tokens",
+        "/usage/output_tokens_details/reasoning_tokens",
+        "/usage/output_tokens",
+    )
+    .under(Under::Provider),
 ];
 
 /// What the output contract reads: the prompt in `input` (a string or an
@@ -68,6 +99,7 @@ pub(super) const CREATE: Endpoint = Endpoint {
     request: &CREATE_REQUEST,
     check: response_object,
     figures: FIGURES,
+    relations: RELATIONS,
     header_figures: &[],
     stream: Some(StreamSpec {
         asked: super::stream_true,
@@ -94,6 +126,7 @@ pub(super) static STORED: Endpoint = Endpoint {
     request: &STORED_REQUEST,
     check: response_object,
     figures: FIGURES,
+    relations: RELATIONS,
     header_figures: &[],
     stream: None,
     output: Some(OUTPUT),
@@ -430,6 +463,8 @@ struct ResponseEvents {
     /// Each function call item's `id` and its `output_index`, for a delta
     /// that names only its `item_id`.
     items: Vec<(String, u64)>,
+    /// The route's convention for relations between figures.
+    convention: Convention,
 }
 
 impl ResponseEvents {
@@ -440,6 +475,7 @@ impl ResponseEvents {
             answer: StreamedAnswer::default(),
             calls: tools.then(StreamedCalls::default),
             items: Vec::new(),
+            convention: Convention::Provider,
         }
     }
 
@@ -591,14 +627,23 @@ impl ResponseEvents {
             self.answer.truncated |= truncated(&response);
         }
         Ok(super::prefixed(
-            figures::judge(data, &response, FIGURES),
+            figures::judge(
+                data,
+                &response,
+                FIGURES,
+                Related {
+                    relations: RELATIONS,
+                    convention: self.convention,
+                },
+            ),
             "/response",
         ))
     }
 }
 
 impl EventCheck for ResponseEvents {
-    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation> {
+    fn event(&mut self, event: &Event<'_>, convention: Convention) -> Result<Seen, Violation> {
+        self.convention = convention;
         let Some(data) = event.data.as_deref() else {
             return Ok(Seen::Nothing); // a comment or keep-alive
         };

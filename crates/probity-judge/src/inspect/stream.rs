@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use super::eventstream::{self, FrameFault};
 use crate::contract::{StreamedAnswer, StreamedCalls};
-use crate::figures::FigureFindings;
+use crate::figures::{Convention, FigureFindings};
 use crate::invariants;
 use crate::json::{self, Kind};
 use crate::violation::{Invariant, Violation};
@@ -357,7 +357,7 @@ pub(crate) enum Seen {
 pub(crate) trait EventCheck: Send {
     /// Judges one complete event: what it saw in a sound one ([`Seen`]),
     /// `Err` a broken stream.
-    fn event(&mut self, event: &Event<'_>) -> Result<Seen, Violation>;
+    fn event(&mut self, event: &Event<'_>, convention: Convention) -> Result<Seen, Violation>;
 
     /// The final event that ends a stream after a fault, in this stream's
     /// own error format, from the error's JSON object.

@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::stream::{self, EventCheck, Framing, Seen};
 use super::{Findings, Identity};
 use crate::contract::Contract;
-use crate::figures;
+use crate::figures::{self, Convention};
 use crate::violation::Violation;
 
 /// The judge of one stream: its framing, the dialect's check of its
@@ -54,7 +54,15 @@ pub struct StreamJudge {
     /// well-formed value of each kind (usage is cumulative in streams:
     /// taken last, never summed).
     findings: Findings,
+    /// Whose relations between figures hold (the route's `relations`).
+    convention: Convention,
+    /// The last well-formed value of each running total, by its table
+    /// pointer: a later report below it contradicts it.
+    running: Vec<(&'static str, u64)>,
 }
+
+/// The relation a running total that falls breaks.
+const RUNNING_TOTAL: &str = "running_total_never_falls";
 
 impl StreamJudge {
     pub(crate) fn new(
@@ -75,7 +83,15 @@ impl StreamJudge {
             pending: BytesMut::new(),
             ended: false,
             findings: Findings::default(),
+            convention: Convention::Provider,
+            running: Vec::new(),
         }
+    }
+
+    /// Judges the relations between figures by `convention`.
+    pub(crate) fn judging_by(mut self, convention: Convention) -> Self {
+        self.convention = convention;
+        self
     }
 
     /// Also reads which model answered and the response's id, as
@@ -206,7 +222,14 @@ impl StreamJudge {
             self.check.closing(&event);
             self.give_verdict(out);
         }
-        match self.check.event(&event) {
+        let seen = match self.check.event(&event, self.convention) {
+            Ok(Seen::Figures(mut figures_found)) => {
+                self.against_earlier(&mut figures_found);
+                Ok(Seen::Figures(figures_found))
+            }
+            seen => seen,
+        };
+        match seen {
             Ok(Seen::Nothing) => {
                 self.identify(&event);
                 Ok(())
@@ -239,6 +262,9 @@ impl StreamJudge {
                 out.push_back(Bytes::from(rewritten));
                 self.note_tokens(&figures_found.tokens);
                 self.findings.malformed.extend(figures_found.malformed);
+                self.findings
+                    .contradicted
+                    .extend(figures_found.contradicted);
                 self.findings.pointers.extend(figures_found.pointers);
                 *passed = end;
                 Ok(())
@@ -269,6 +295,44 @@ impl StreamJudge {
             let identity = &mut self.findings.identity;
             identity.model = identity.model.take().or(seen.model);
             identity.id = identity.id.take().or(seen.id);
+        }
+    }
+
+    /// Judges an event's running totals against the events before it: one
+    /// below its earlier report is not reported in this event (the earlier
+    /// bytes are gone), and not counted.
+    fn against_earlier(&mut self, figures_found: &mut figures::FigureFindings) {
+        if self.convention == Convention::Off {
+            return;
+        }
+        let mut fell = false;
+        for run in std::mem::take(&mut figures_found.running) {
+            match self
+                .running
+                .iter_mut()
+                .find(|(figure, _)| *figure == run.figure)
+            {
+                Some((_, last)) if run.value < *last => {
+                    fell = true;
+                    figures_found.nulls.push(run.span);
+                    figures_found.pointers.push(run.pointer);
+                    if let Some(kind) = run.tokens {
+                        let counted = figures_found
+                            .tokens
+                            .iter()
+                            .position(|(k, n)| *k == kind && *n == run.value);
+                        if let Some(i) = counted {
+                            figures_found.tokens.remove(i);
+                        }
+                    }
+                }
+                Some((_, last)) => *last = run.value,
+                None => self.running.push((run.figure, run.value)),
+            }
+        }
+        if fell {
+            figures_found.nulls.sort_by_key(|range| range.start);
+            figures_found.contradicted.push(RUNNING_TOTAL);
         }
     }
 
@@ -375,6 +439,7 @@ mod tests {
         let contracts = Contracts {
             config: None,
             cache: &cache,
+            convention: Default::default(),
         };
         let judge = inspect::stream_judge(saved.endpoint, &saved.request, &contracts).ok()?;
         let mut judge = judge.identifying(true);
@@ -477,6 +542,7 @@ mod tests {
         let contracts = Contracts {
             config: None,
             cache: &cache,
+            convention: Default::default(),
         };
         let mut judge = inspect::stream_judge(saved.endpoint, &saved.request, &contracts).unwrap();
         let mut out = VecDeque::new();
