@@ -5,9 +5,10 @@
 //!
 //! 1. `valid`: a valid answer (whole, and streamed where the SDK streams)
 //!    reaches the app unchanged: what the app reads equals what was sent;
-//! 2. `figure`, `details`, `collapse`, `id`: each normalization probity can
-//!    make on the dialect (a figure nulled, a record collapsed, the id
-//!    nulled) parses, and the app reads null for exactly that figure;
+//! 2. `figure`, `details`, `collapse`, `id`, `relation`: each normalization
+//!    probity can make on the dialect (a figure nulled, a record collapsed,
+//!    the id nulled, figures that contradict each other nulled) parses, and
+//!    the app reads null for exactly those figures;
 //! 3. `reject`: a broken payload raises the SDK's usual exception, whose
 //!    text holds probity's message (the invariant's name);
 //! 4. `retry-default`, `retry-advised`: `x-should-retry` is obeyed where the
@@ -213,6 +214,9 @@ fn openai_chat(case: &str) -> String {
             )
         }
         "id" => edit(body, "chatcmpl-CZ4kQ2bF7yqU1nR0aX9vT3mL8pWd", ""),
+        // Well-formed, and not the sum OpenAI defines (24 + 2 = 26): the
+        // three are not reported, the cached tokens still are.
+        "relation" => edit(body, r#""total_tokens": 26"#, r#""total_tokens": 27"#),
         // `message` must be an object.
         case if rejects(case) => edit(
             body,
@@ -235,6 +239,8 @@ fn openai_chat_stream(case: &str) -> String {
         ),
         // Azure's first chunk: `"id": ""`.
         "id" => edit(&text, r#""id":"chatcmpl-AbC123""#, r#""id":"""#),
+        // The usage chunk's total is not its prompt and completion.
+        "relation" => edit(&text, r#""total_tokens":10"#, r#""total_tokens":11"#),
         // The finishing chunk names a choice beyond the one asked for.
         "reject" => edit(
             &text,
@@ -283,6 +289,8 @@ fn openai_responses(case: &str, request: &Value) -> String {
             r#"{"input_tokens": "14", "input_tokens_details": {"cached_tokens": -1}, "output_tokens": 3.0, "output_tokens_details": {"reasoning_tokens": "0"}, "total_tokens": -17}"#,
         ),
         "id" => edit(body, "resp_68f0c2a1b3d4e5f60718293a4b5c6d7e", ""),
+        // More cached tokens than input tokens, of which they are a part.
+        "relation" => edit(body, r#""cached_tokens": 0"#, r#""cached_tokens": 15"#),
         // An output item without its `type`.
         "reject" => edit(body, r#""type": "message", "#, ""),
         "format" => edit(
@@ -402,6 +410,12 @@ fn anthropic_message(case: &str) -> String {
             r#","server_tool_use":{"web_search_requests":"1"},"service_tier":"standard"}"#,
         ),
         "id" => edit(body, "msg_01XFDUDYJgAACzvnptvVoYEL", ""),
+        // Thinking tokens above the output they are a part of.
+        "relation" => edit(
+            body,
+            r#""output_tokens":10,"#,
+            r#""output_tokens":10,"output_tokens_details":{"thinking_tokens":11},"#,
+        ),
         // A content block without its `type`.
         case if rejects(case) => edit(
             body,
@@ -617,6 +631,8 @@ fn bedrock_converse(case: &str) -> String {
     let body = BEDROCK_CONVERSE;
     match case {
         "figure" => edit(body, r#""inputTokens":12"#, r#""inputTokens":"12""#),
+        // A total below its input and output (12 + 9).
+        "relation" => edit(body, r#""totalTokens":21"#, r#""totalTokens":20"#),
         // `usage` and `metrics` are required: no sound figure left in either.
         "collapse" => edit(
             body,
@@ -1066,6 +1082,11 @@ fn openai_rows(m: &mut Matrix, s: &Session) {
     // A chat completion's `usage` is optional: it may collapse whole.
     m.row("chat.collapse", chat(id, json!(null)));
     m.row("chat.id", chat("", usage(json!(24), json!(0))));
+    // Figures that contradict each other: each is not reported.
+    m.row(
+        "chat.relation",
+        chat(id, json!({"prompt_tokens": null, "completion_tokens": null, "total_tokens": null, "cached_tokens": 0})),
+    );
     m.row(
         "chat.reject",
         Expect::Raised("InternalServerError", "choice_invalid"),
@@ -1080,6 +1101,10 @@ fn openai_rows(m: &mut Matrix, s: &Session) {
     m.row("chat-stream.figure", stream(id.clone(), usage(json!(null))));
     m.row("chat-stream.collapse", stream(id.clone(), json!(null)));
     m.row("chat-stream.id", stream(json!(null), usage(json!(9))));
+    m.row(
+        "chat-stream.relation",
+        stream(id.clone(), json!({"prompt_tokens": null, "completion_tokens": null, "total_tokens": null, "cached_tokens": 0})),
+    );
     // The stream's final error event: the SDK raises its message.
     m.row(
         "chat-stream.reject",
@@ -1123,6 +1148,11 @@ fn responses_rows(m: &mut Matrix) {
         reply(json!(id), usage(json!(14), json!(null))),
     );
     m.row("responses.collapse", reply(json!(id), json!(null)));
+    // The two that contradict each other; the total still holds.
+    m.row(
+        "responses.relation",
+        reply(json!(id), usage(json!(null), json!(null))),
+    );
     m.row(
         "responses.id",
         reply(json!(null), usage(json!(14), json!(0))),
@@ -1174,6 +1204,7 @@ fn anthropic_rows(m: &mut Matrix, s: &Session, stream_error: &'static str) {
     m.row("message.details", message(id, json!(14), json!(10)));
     m.row("message.collapse", message(id, json!(null), json!(null)));
     m.row("message.id", message("", json!(14), json!(10)));
+    m.row("message.relation", message(id, json!(14), json!(null)));
     m.row(
         "message.reject",
         Expect::Raised("InternalServerError", "content_block_invalid"),
@@ -1351,6 +1382,10 @@ fn bedrock_converse_rows(m: &mut Matrix, error: &'static str, stream_error: &'st
     m.row("converse.valid", whole(&sound, json!(412)));
     m.row("converse.figure", whole(&figure, json!(412)));
     m.row("converse.collapse", whole(&none, json!(null)));
+    m.row(
+        "converse.relation",
+        whole(&usage(json!(null), json!(null), json!(null)), json!(412)),
+    );
     m.row(
         "converse.reject",
         Expect::Raised(error, "content_block_invalid"),

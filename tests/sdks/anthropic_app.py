@@ -38,7 +38,7 @@ def message_stream(case):
     return call
 
 
-for case in ("valid", "figure", "details", "collapse", "id", "reject"):
+for case in ("valid", "figure", "details", "collapse", "id", "relation", "reject"):
     row(f"message.{case}", message(case))
 for case in ("valid", "figure", "collapse", "collapse-delta", "id", "reject"):
     row(f"message-stream.{case}", message_stream(case))

@@ -90,7 +90,7 @@ def invoke(model, request):
     return call
 
 
-for case in ("valid", "figure", "collapse", "reject"):
+for case in ("valid", "figure", "collapse", "relation", "reject"):
     row(f"converse.{case}", converse(case))
 for case in ("valid", "figure", "collapse", "reject", "reject-frame"):
     row(f"converse-stream.{case}", converse_stream(case))

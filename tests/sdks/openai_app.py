@@ -65,9 +65,9 @@ def chat_stream(case):
 
 for case in ("valid", "figure", "collapse", "id", "reject"):
     row(f"embeddings.{case}", embeddings(case))
-for case in ("valid", "figure", "details", "collapse", "id", "reject"):
+for case in ("valid", "figure", "details", "collapse", "id", "relation", "reject"):
     row(f"chat.{case}", chat(case))
-for case in ("valid", "figure", "collapse", "id", "reject"):
+for case in ("valid", "figure", "collapse", "id", "relation", "reject"):
     row(f"chat-stream.{case}", chat_stream(case))
 row("chat.retry-default", chat("retry-default"))
 row("chat.retry-advised", chat("retry-advised", on=advised))

@@ -71,7 +71,7 @@ def stream(case):
     return call
 
 
-for case in ("valid", "figure", "details", "collapse", "id", "reject"):
+for case in ("valid", "figure", "details", "collapse", "id", "relation", "reject"):
     row(f"responses.{case}", create(case))
 for case in ("format", "format-invalid"):
     row(f"responses.{case}", formatted(case))

@@ -35,7 +35,7 @@ const messageStream = (model) => async () => {
   return { ...seen(await stream.finalMessage()), streamed };
 };
 
-for (const c of ['valid', 'figure', 'details', 'collapse', 'id', 'reject']) await row(`message.${c}`, message(c));
+for (const c of ['valid', 'figure', 'details', 'collapse', 'id', 'relation', 'reject']) await row(`message.${c}`, message(c));
 for (const c of ['valid', 'figure', 'collapse', 'collapse-delta', 'id', 'reject']) {
   await row(`message-stream.${c}`, messageStream(c));
 }

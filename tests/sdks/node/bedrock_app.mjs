@@ -54,5 +54,5 @@ const converseStream = (c) => async () => {
   return seen;
 };
 
-for (const c of ['valid', 'figure', 'collapse', 'reject']) await row(`converse.${c}`, converse(c));
+for (const c of ['valid', 'figure', 'collapse', 'relation', 'reject']) await row(`converse.${c}`, converse(c));
 for (const c of ['valid', 'figure', 'collapse', 'reject', 'reject-frame']) await row(`converse-stream.${c}`, converseStream(c));

@@ -57,7 +57,7 @@ const chatStream = (model) => async () => {
 };
 
 for (const c of ['valid', 'figure', 'collapse', 'id', 'reject']) await row(`embeddings.${c}`, embeddings(c));
-for (const c of ['valid', 'figure', 'details', 'collapse', 'id', 'reject']) await row(`chat.${c}`, chat(c));
-for (const c of ['valid', 'figure', 'collapse', 'id', 'reject']) await row(`chat-stream.${c}`, chatStream(c));
+for (const c of ['valid', 'figure', 'details', 'collapse', 'id', 'relation', 'reject']) await row(`chat.${c}`, chat(c));
+for (const c of ['valid', 'figure', 'collapse', 'id', 'relation', 'reject']) await row(`chat-stream.${c}`, chatStream(c));
 await row('chat.retry-default', chat('retry-default'));
 await row('chat.retry-advised', chat('retry-advised', advised));

@@ -59,6 +59,6 @@ const stream = (model) => async () => {
   return { deltas, text: final.output_text, usage: usageOf(final.usage) };
 };
 
-for (const c of ['valid', 'figure', 'details', 'collapse', 'id', 'reject']) await row(`responses.${c}`, create(c));
+for (const c of ['valid', 'figure', 'details', 'collapse', 'id', 'relation', 'reject']) await row(`responses.${c}`, create(c));
 for (const c of ['format', 'format-invalid']) await row(`responses.${c}`, formatted(c));
 for (const c of ['valid', 'figure', 'collapse', 'reject']) await row(`responses-stream.${c}`, stream(c));
