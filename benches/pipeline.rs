@@ -27,6 +27,7 @@ use probity::config::{CitationsConfig, ContractConfig};
 use probity::forward::remove_hop_by_hop;
 use probity::route::RouteTable;
 use probity_judge::contract::{Contract, Requested, SchemaCache};
+use probity_judge::figures::Convention;
 use probity_judge::inspect::{self, Contracts, Exchange, Verdict};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -254,6 +255,13 @@ fn stream_inspection(c: &mut Criterion) {
     const EVENTS: usize = 200;
     let config = load(DEFAULT_TOML, &inspect::names()).expect("default config");
     let routes = RouteTable::build(&config, |_| None).expect("routes");
+    // The same routes judging no relation between figures: what relations
+    // cost is the difference.
+    let mut unrelated = config.clone();
+    for route in &mut unrelated.routes {
+        route.relations = Some("off".into());
+    }
+    let unrelated = RouteTable::build(&unrelated, |_| None).expect("routes");
     let mut chat = String::from("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764410400,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"usage\":null}\n\n");
     for i in 0..EVENTS {
         chat.push_str(&format!("data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764410400,\"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token{i} \"}},\"finish_reason\":null}}],\"usage\":null}}\n\n"));
@@ -346,22 +354,62 @@ fn stream_inspection(c: &mut Criterion) {
         ),
     ];
     for (name, route, path, request, body) in streams {
-        let judged =
-            probity::saved_answer::judge(&routes, route, path, request.as_bytes(), &body, false)
-                .unwrap();
-        assert_eq!(judged.outcome, "passed", "{name}");
-        group.throughput(Throughput::Bytes(body.len() as u64));
+        for (table, relations) in [(&routes, ""), (&unrelated, ", relations off")] {
+            let judged =
+                probity::saved_answer::judge(table, route, path, request.as_bytes(), &body, false)
+                    .unwrap();
+            assert_eq!(judged.outcome, "passed", "{name}");
+            group.throughput(Throughput::Bytes(body.len() as u64));
+            group.bench_function(format!("{name}{relations}"), |b| {
+                b.iter(|| {
+                    probity::saved_answer::judge(
+                        table,
+                        route,
+                        path,
+                        request.as_bytes(),
+                        black_box(&body),
+                        false,
+                    )
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+/// A whole chat answer (the pass fixture: full usage, both details
+/// records), judged with its relations and without.
+fn chat_inspection(c: &mut Criterion) {
+    let endpoint = inspect::dialect("openai")
+        .expect("openai is a dialect")
+        .endpoint("/v1/chat/completions")
+        .expect("chat is inspected");
+    let root = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/openai/gen_chat_pass"
+    );
+    let read = |file: &str| Bytes::from(std::fs::read(format!("{root}/{file}")).expect("fixture"));
+    let (request, body) = (read("request.json"), read("response.json"));
+    let cache = SchemaCache::new(16);
+    let headers = HeaderMap::new();
+    let mut group = c.benchmark_group("inspect");
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    for (name, convention) in [
+        ("openai chat answer", Convention::Provider),
+        ("openai chat answer, relations off", Convention::Off),
+    ] {
+        let contracts = Contracts {
+            config: None,
+            cache: &cache,
+            convention,
+        };
+        let exchange = Exchange::answered(&request, &headers, &body);
+        assert!(matches!(
+            inspect::inspect(endpoint, &exchange, &contracts),
+            Verdict::Sound(_)
+        ));
         group.bench_function(name, |b| {
-            b.iter(|| {
-                probity::saved_answer::judge(
-                    &routes,
-                    route,
-                    path,
-                    request.as_bytes(),
-                    black_box(&body),
-                    false,
-                )
-            })
+            b.iter(|| inspect::inspect(endpoint, black_box(&exchange), &contracts))
         });
     }
     group.finish();
@@ -369,6 +417,7 @@ fn stream_inspection(c: &mut Criterion) {
 
 criterion_group!(
     benches,
+    chat_inspection,
     route_lookup,
     header_filtering,
     embeddings_inspection,
