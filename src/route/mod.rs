@@ -402,6 +402,32 @@ mod tests {
     }
 
     #[test]
+    fn a_route_to_xais_api_counts_by_xais_convention_unless_it_says() {
+        let convention = |upstream: &str, relations: &str| {
+            let text = format!(
+                "[[routes]]\nname = \"x\"\nprefix = \"/x\"\nupstream = \"{upstream}\"\ndialect = \"openai\"\n{relations}\n"
+            );
+            let config = load(&text, &probity_judge::inspect::names()).unwrap();
+            let table = RouteTable::build(&config, |_| None).unwrap();
+            table.named("x").map(|r| r.convention)
+        };
+        assert_eq!(convention("https://api.x.ai/v1", ""), Some(Convention::Xai));
+        assert_eq!(convention("https://API.X.AI/v1", ""), Some(Convention::Xai));
+        assert_eq!(
+            convention("https://api.openai.com/v1", ""),
+            Some(Convention::Provider)
+        );
+        assert_eq!(
+            convention("https://api.x.ai/v1", "relations = \"provider\""),
+            Some(Convention::Provider)
+        );
+        assert_eq!(
+            convention("https://gw.example/v1", "relations = \"xai\""),
+            Some(Convention::Xai)
+        );
+    }
+
+    #[test]
     fn matches_whole_segments_and_strips_the_prefix() {
         let t = table(&["/ollama"]);
         assert_eq!(find(&t, "/ollama"), Some(("/ollama".into(), "")));

@@ -304,3 +304,166 @@ async fn a_body_in_pieces_is_judged_as_the_whole_body() {
         }
     }
 }
+
+/// xAI's consistent answer (vercel/ai #11487: prompt 279, completion 6,
+/// reasoning 89, total 374; xAI counts reasoning outside completion and
+/// inside total). On a route set to xAI's convention it passes byte for
+/// byte; on a route that judges by OpenAI's definitions its four figures
+/// contradict each other and are not reported, counted by relation; a
+/// total that is not xAI's sum is caught under xAI's convention too.
+#[tokio::test]
+async fn a_route_set_to_xais_convention_judges_by_it() {
+    let answer = |total: u64| {
+        format!(
+            r#"{{"id":"c-xai","object":"chat.completion","created":1,"model":"grok-4-fast-reasoning","choices":[{{"index":0,"message":{{"role":"assistant","content":"Hi"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":279,"completion_tokens":6,"total_tokens":{total},"prompt_tokens_details":{{"text_tokens":279,"audio_tokens":0,"image_tokens":0,"cached_tokens":4}},"completion_tokens_details":{{"reasoning_tokens":89,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"num_sources_used":0}}}}"#
+        )
+    };
+    let upstream = Upstream::start(move |request| {
+        let total = if request.target.contains("/off-sum/") {
+            375
+        } else {
+            374
+        };
+        Reply::json(200, answer(total))
+    })
+    .await;
+    let routes = [
+        route(
+            "grok",
+            "/grok",
+            &upstream.url(),
+            "openai",
+            "relations = \"xai\"",
+        ),
+        route("openai", "/openai", &upstream.url(), "openai", ""),
+    ]
+    .concat();
+    let probity = Probity::start(&config("", &routes));
+    let request =
+        r#"{"model":"grok-4-fast-reasoning","messages":[{"role":"user","content":"hi"}]}"#;
+    let got = post(&probity.url("/grok/v1/chat/completions"), request).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.text(),
+        answer(374),
+        "xAI's consistent answer passes byte for byte"
+    );
+    assert!(got.header("probity-normalized").is_none());
+
+    let got = post(&probity.url("/openai/v1/chat/completions"), request).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usage/prompt_tokens,/usage/completion_tokens,/usage/total_tokens,/usage/completion_tokens_details/reasoning_tokens")
+    );
+    let body = got.json();
+    for figure in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        assert!(body["usage"][figure].is_null(), "{figure}: {body}");
+    }
+    assert_eq!(body["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+
+    let got = post(&probity.url("/grok/off-sum/chat/completions"), request).await;
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usage/prompt_tokens,/usage/completion_tokens,/usage/total_tokens,/usage/completion_tokens_details/reasoning_tokens")
+    );
+
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    let count = |route: &str, relation: &str| {
+        metric_value(
+            &metrics,
+            &format!(
+                r#"probity_figure_contradictions_total{{route="{route}",relation="{relation}"}}"#
+            ),
+        )
+    };
+    assert_eq!(
+        count("openai", "total_tokens=prompt_tokens+completion_tokens"),
+        Some(1.0)
+    );
+    assert_eq!(
+        count("openai", "reasoning_tokens<=completion_tokens"),
+        Some(1.0)
+    );
+    assert_eq!(
+        count(
+            "grok",
+            "total_tokens=prompt_tokens+completion_tokens+reasoning_tokens"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(count("grok", "reasoning_tokens<=completion_tokens"), None);
+    // Type errors are counted apart: none here.
+    assert!(
+        !metrics.contains("probity_malformed_figures_total{route=\"openai\""),
+        "{metrics}"
+    );
+}
+
+/// `relations` is checked with the configuration: a name that is no
+/// convention, and one the route's dialect does not take.
+#[test]
+fn check_config_refuses_a_convention_a_route_cannot_take() {
+    let path = temp_path(".toml");
+    let routes = [
+        route(
+            "a",
+            "/a",
+            "http://127.0.0.1:9",
+            "anthropic",
+            "relations = \"xai\"",
+        ),
+        route(
+            "b",
+            "/b",
+            "http://127.0.0.1:9",
+            "openai",
+            "relations = \"whatever\"",
+        ),
+    ]
+    .concat();
+    std::fs::write(&path, config("", &routes)).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
+        .args(["check-config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains("routes[1].relations") && said.contains("whatever"),
+        "{said}"
+    );
+    let fixed = [
+        route(
+            "a",
+            "/a",
+            "http://127.0.0.1:9",
+            "anthropic",
+            "relations = \"xai\"",
+        ),
+        route(
+            "b",
+            "/b",
+            "http://127.0.0.1:9",
+            "openai",
+            "relations = \"off\"",
+        ),
+    ]
+    .concat();
+    std::fs::write(&path, config("", &fixed)).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
+        .args(["check-config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains("routes[0].relations") && said.contains("anthropic"),
+        "{said}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
