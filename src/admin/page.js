@@ -220,6 +220,7 @@
       ['body bytes', count(capture.body_bytes)], ['invariant', capture.invariant || '–'],
       ['reasons', (capture.reasons || []).join(', ') || '–'],
       ['pointers', (capture.pointers || []).join(', ') || '–'],
+      ['contradicting', (capture.relations || []).join(', ') || '–'],
       ['sha-256', capture.body_sha256 || '–'], ['instance', capture.instance],
     ];
     $('detail-meta').replaceChildren(...fields.map(([name, value]) => {

@@ -68,6 +68,9 @@ pub(crate) struct Capture {
     /// What became `null`, whatever the outcome (a rejected stream may
     /// have had figures nulled before it broke).
     pub(crate) pointers: Vec<String>,
+    /// The relations between figures that broke (their figures are among
+    /// the pointers), by name.
+    pub(crate) contradicted: Vec<&'static str>,
     /// The broken invariant (rejected), or the fault that cut the stream.
     pub(crate) invariant: Option<&'static str>,
     /// The reasons the answer was invalid (none when it was valid).
@@ -113,6 +116,10 @@ pub(crate) struct Meta {
     pub(crate) dialect: String,
     pub(crate) outcome: String,
     pub(crate) pointers: Vec<String>,
+    /// The relations between figures that broke, by name (absent when
+    /// none did).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) relations: Vec<String>,
     pub(crate) invariant: Option<String>,
     pub(crate) reasons: Vec<String>,
     pub(crate) upstream_status: u16,
@@ -167,6 +174,7 @@ impl Meta {
             dialect: capture.dialect.to_string(),
             outcome: capture.outcome.to_string(),
             pointers: capture.pointers.clone(),
+            relations: capture.contradicted.iter().map(|r| r.to_string()).collect(),
             invariant: capture.invariant.map(str::to_string),
             reasons: capture.reasons.iter().map(|r| r.to_string()).collect(),
             upstream_status: capture.status.as_u16(),

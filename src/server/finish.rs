@@ -79,6 +79,7 @@ pub(crate) fn finish(
         dialect: route.dialect.name(),
         outcome,
         pointers: findings.pointers.clone(),
+        contradicted: findings.contradicted.clone(),
         invariant: findings.rejected.map(Invariant::as_str).or(findings.cut),
         reasons: findings.reasons().to_vec(),
         status: verbatim.status,
