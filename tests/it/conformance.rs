@@ -6,13 +6,15 @@
 //! are `tests/it/generation_conformance.rs`'s), read and run by the shared
 //! runner, `tests/it/support/conformance.rs`: `endpoint`, `request.json` (not
 //! JSON when the case says so), `response.json` served verbatim, optional
-//! `response.headers` and `status`, and `expect.json`: `{"outcome":"pass"}`,
+//! `response.headers`, `status` and `source.txt` (where the answer comes
+//! from, for the reader), and `expect.json`: `{"outcome":"pass"}`,
 //! `{"outcome":"rejected","invariant":..}` or
 //! `{"outcome":"normalized","pointers":[..]}` with the exact client body in
-//! `"body"` or in `expected.json`; `"uninspected": "<reason>"` marks a case
+//! `"body"` or in `expected.json`, optionally `"relations"` (those breached,
+//! which the rule must find too); `"uninspected": "<reason>"` marks a case
 //! probity must forward unchecked and count as such.
 //!
-//! What is this file's own: the figure tables of each dialect's endpoints
+//! What is this file's own: the figure tables (and relations) of each dialect's endpoints
 //! (body figures, and the header figures of TEI and of Bedrock's
 //! `invoke`), the rule's reading of header figures, the header mutations,
 //! and the invariants each dialect's fixtures must break. One probity has a route per dialect, named after
@@ -111,27 +113,58 @@ const BEDROCK_HEADERS: &[&str] = &[
 const TITAN: Figures = &[("/inputTextTokenCount", Count, Some("input"))];
 const TITAN_INVOKE: &str = "/model/amazon.titan-embed-text-v2%3A0/invoke";
 
+/// OpenAI's embeddings `usage` (`types/create_embedding_response.py`): no
+/// relation is stated and an embedding has no output, so the prompt is at
+/// most the total (equal in OpenAI's own answers).
+const OPENAI_RELATIONS: Relations = &[(
+    "prompt_tokens<=total_tokens",
+    Rule::AtMost("/usage/prompt_tokens", "/usage/total_tokens"),
+    Under::Both,
+)];
+
 /// The figures probity judges on one endpoint, in table order.
 #[derive(Clone, Copy)]
 struct Table {
     body: Figures,
+    /// What the body figures are defined to be against each other.
+    relations: Relations,
     /// Header figures to mutate (TEI's native endpoints, Bedrock's invoke).
     headers: &'static [&'static str],
 }
 
 const fn body(body: Figures) -> Table {
-    Table { body, headers: &[] }
+    Table {
+        body,
+        relations: &[],
+        headers: &[],
+    }
+}
+
+const fn related(body: Figures, relations: Relations) -> Table {
+    Table {
+        body,
+        relations,
+        headers: &[],
+    }
 }
 
 /// Every endpoint probity checks, with its table; any other passes
 /// unchecked.
 const TABLES: [(&str, &str, Table); 20] = [
-    ("openai", "/v1/embeddings", body(OPENAI)),
+    (
+        "openai",
+        "/v1/embeddings",
+        related(OPENAI, OPENAI_RELATIONS),
+    ),
     ("openai", "/v1/rerank", body(OPENAI)),
     ("ollama", "/api/embed", body(OLLAMA)),
     ("ollama", "/api/embeddings", body(&[])),
     // Checked as openai.
-    ("ollama", "/v1/embeddings", body(OPENAI)),
+    (
+        "ollama",
+        "/v1/embeddings",
+        related(OPENAI, OPENAI_RELATIONS),
+    ),
     ("cohere", "/v1/embed", body(COHERE_EMBED)),
     ("cohere", "/v2/embed", body(COHERE_EMBED)),
     ("cohere", "/v1/rerank", body(COHERE_RERANK)),
@@ -143,6 +176,7 @@ const TABLES: [(&str, &str, Table); 20] = [
         "/embed",
         Table {
             body: &[],
+            relations: &[],
             headers: TEI_HEADERS,
         },
     ),
@@ -151,6 +185,7 @@ const TABLES: [(&str, &str, Table); 20] = [
         "/rerank",
         Table {
             body: &[],
+            relations: &[],
             headers: TEI_HEADERS,
         },
     ),
@@ -173,6 +208,7 @@ const TABLES: [(&str, &str, Table); 20] = [
         TITAN_INVOKE,
         Table {
             body: TITAN,
+            relations: &[],
             headers: BEDROCK_HEADERS,
         },
     ),
@@ -182,6 +218,7 @@ const TABLES: [(&str, &str, Table); 20] = [
         "/model/cohere.embed-english-v3/invoke",
         Table {
             body: COHERE_EMBED,
+            relations: &[],
             headers: BEDROCK_HEADERS,
         },
     ),
@@ -210,15 +247,13 @@ fn inspected(case: &Case) -> bool {
     table(&case.dialect, &case.endpoint).is_some() && (200..300).contains(&case.status)
 }
 
-/// The metric labels of the listed pointers that name a figure (not a
-/// collapsed record): the pointer itself.
+/// The metric labels of the listed malformed pointers that name a figure
+/// (not a collapsed record, not a contradicted one): the pointer itself.
 fn labels(case: &Case) -> Vec<String> {
     let body = table(&case.dialect, &case.endpoint).map_or(&[][..], |t| t.body);
-    case.expect
-        .pointers
-        .iter()
+    malformed_pointers(&case.expect)
+        .into_iter()
         .filter(|p| p.starts_with("header:") || figure_of(body, p).is_some())
-        .cloned()
         .collect()
 }
 
@@ -230,11 +265,17 @@ fn tokens(case: &Case) -> Option<BTreeMap<String, u64>> {
     let probed = case.dialect == "openai" || case.endpoint == TITAN_INVOKE;
     let counted = probed && inspected(case) && case.expect.outcome != Outcome::Rejected;
     counted.then(|| {
-        judge(&case.body, "", table.body)
-            .tokens
-            .into_iter()
-            .map(|(kind, n)| (kind.to_string(), n))
-            .collect()
+        judge(
+            &case.body,
+            "",
+            table.body,
+            table.relations,
+            Convention::Provider,
+        )
+        .tokens
+        .into_iter()
+        .map(|(kind, n)| (kind.to_string(), n))
+        .collect()
     })
 }
 
@@ -242,6 +283,15 @@ fn case_of(fixture: &Fixture) -> Case {
     let mut case = figure_case(fixture);
     if case.expect.tokens.is_none() {
         case.expect.tokens = tokens(&case);
+    }
+    // What contradicts is the rule's (the offline check holds a stated
+    // list of relations to it).
+    if let Some(table) = table(&case.dialect, &case.endpoint).filter(|_| inspected(&case)) {
+        let judged = judge_response(&case.body, &case.headers, table);
+        case.expect.contradicted = judged.contradicted;
+        if case.expect.relations.is_empty() {
+            case.expect.relations = judged.relations;
+        }
     }
     case
 }
@@ -263,16 +313,23 @@ fn header_well_formed(value: &str) -> bool {
     !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// What the spec says probity makes of a response's figures: the
-/// `probity-normalized` list (body figures by [`judge`], then malformed
-/// header figures) and the body the client gets. The oracle for generated
-/// mutations, and a cross-check of the hand-written cases.
-fn judge_response(
-    body: &[u8],
-    headers: &[(String, String)],
-    table: Table,
-) -> (Vec<String>, Vec<u8>) {
-    let judged = judge(body, "", table.body);
+/// What the spec says probity makes of a response's figures.
+struct Response {
+    /// The `probity-normalized` list: body figures by [`judge`], then
+    /// malformed header figures.
+    pointers: Vec<String>,
+    /// The body the client gets.
+    body: Vec<u8>,
+    /// The listed pointers nulled by a contradiction.
+    contradicted: Vec<String>,
+    /// The relations breached.
+    relations: Vec<String>,
+}
+
+/// The oracle for generated mutations, and a cross-check of the
+/// hand-written cases (every route on the provider's convention).
+fn judge_response(body: &[u8], headers: &[(String, String)], table: Table) -> Response {
+    let judged = judge(body, "", table.body, table.relations, Convention::Provider);
     let mut pointers = judged.pointers;
     for name in table.headers {
         if let Some((_, value)) = headers.iter().find(|(n, _)| n == name) {
@@ -281,7 +338,12 @@ fn judge_response(
             }
         }
     }
-    (pointers, judged.text)
+    Response {
+        pointers,
+        body: judged.text,
+        contradicted: judged.contradicted,
+        relations: judged.relations.iter().map(|r| r.to_string()).collect(),
+    }
 }
 
 // ---------------------------------------------------------------- mutations
@@ -300,7 +362,8 @@ fn mutations(case: &Case) -> Vec<Case> {
     let mut out = Vec::new();
     let mut push =
         |what: String, body: Vec<u8>, headers: Vec<(String, String)>, malformed: &[String]| {
-            let (pointers, expected) = judge_response(&body, &headers, table);
+            let judged = judge_response(&body, &headers, table);
+            let pointers = judged.pointers;
             for pointer in malformed {
                 assert!(
                     pointers.contains(pointer),
@@ -322,7 +385,9 @@ fn mutations(case: &Case) -> Vec<Case> {
                     Outcome::Normalized
                 },
                 pointers,
-                client: Some(expected),
+                client: Some(judged.body),
+                contradicted: judged.contradicted,
+                relations: judged.relations,
                 ..case.expect.clone()
             };
             variant.expect.tokens = tokens(&variant);
@@ -650,8 +715,8 @@ fn the_fixtures_are_sound_and_cover_every_invariant() {
                 Outcome::Pass => {
                     if inspected(case) {
                         endpoints_with_pass.insert(case.endpoint.clone());
-                        let (pointers, _) =
-                            judge_response(&case.body, &case.headers, table.unwrap());
+                        let pointers =
+                            judge_response(&case.body, &case.headers, table.unwrap()).pointers;
                         if !pointers.is_empty() {
                             problems
                                 .push(format!("{name}: a pass case with malformed {pointers:?}"));
@@ -672,11 +737,22 @@ fn the_fixtures_are_sound_and_cover_every_invariant() {
                         continue;
                     };
                     // The hand-written expectation must agree with the rule.
-                    let (pointers, body) = judge_response(&case.body, &case.headers, table);
+                    let Response {
+                        pointers,
+                        body,
+                        relations,
+                        ..
+                    } = judge_response(&case.body, &case.headers, table);
                     if pointers != case.expect.pointers {
                         problems.push(format!(
                             "{name}: the rule gives {pointers:?}, the case says {:?}",
                             case.expect.pointers
+                        ));
+                    }
+                    if relations != case.expect.relations {
+                        problems.push(format!(
+                            "{name}: the rule breaks {relations:?}, the case says {:?}",
+                            case.expect.relations
                         ));
                     }
                     if let Some(diff) = differ("the rule's body", &body, expected) {
@@ -850,7 +926,11 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
     // OpenAI's embeddings `usage` is required: it keeps its object.
     let body = br#"{"id": "r", "usage": {"prompt_tokens": "8", "total_tokens": -8}}"#;
     let table = table("openai", "/v1/embeddings").unwrap();
-    let (pointers, out) = judge_response(body, &[], table);
+    let Response {
+        pointers,
+        body: out,
+        ..
+    } = judge_response(body, &[], table);
     assert_eq!(pointers, ["/usage/prompt_tokens", "/usage/total_tokens"]);
     assert_eq!(
         out,
@@ -858,7 +938,11 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
     );
 
     let body = br#"{"id": 5, "usage": {"prompt_tokens": 8.0, "total_tokens": 8}}"#;
-    let (pointers, out) = judge_response(body, &[], table);
+    let Response {
+        pointers,
+        body: out,
+        ..
+    } = judge_response(body, &[], table);
     assert_eq!(pointers, ["/id", "/usage/prompt_tokens"]);
     assert_eq!(
         out,
@@ -866,13 +950,42 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
     );
 
     let body = br#"{"usage": {"prompt_tokens": null, "total_tokens": true}}"#;
-    assert_eq!(judge_response(body, &[], table).0, ["/usage/total_tokens"]);
+    assert_eq!(
+        judge_response(body, &[], table).pointers,
+        ["/usage/total_tokens"]
+    );
     let body = br#"{"usage": {"prompt_tokens": null}}"#;
-    assert!(judge_response(body, &[], table).0.is_empty());
+    assert!(judge_response(body, &[], table).pointers.is_empty());
+
+    // A prompt above its total: both nulled, the required usage kept, the
+    // relation named; equal is consistent, and a null decides nothing.
+    let body = br#"{"id": "r", "usage": {"prompt_tokens": 9, "total_tokens": 8}}"#;
+    let judged = judge_response(body, &[], table);
+    assert_eq!(
+        judged.pointers,
+        ["/usage/prompt_tokens", "/usage/total_tokens"]
+    );
+    assert_eq!(judged.contradicted, judged.pointers);
+    assert_eq!(judged.relations, ["prompt_tokens<=total_tokens"]);
+    assert_eq!(
+        judged.body,
+        br#"{"id": "r", "usage": {"prompt_tokens": null, "total_tokens": null}}"#
+    );
+    for body in [
+        &br#"{"usage": {"prompt_tokens": 8, "total_tokens": 8}}"#[..],
+        br#"{"usage": {"prompt_tokens": 9, "total_tokens": null}}"#,
+    ] {
+        let judged = judge_response(body, &[], table);
+        assert!(judged.pointers.is_empty() && judged.relations.is_empty());
+    }
 
     let ollama = table_for("ollama", "/api/embed");
     let body = br#"{"embeddings":[[1]],"total_duration":"1","load_duration":-1}"#;
-    let (pointers, out) = judge_response(body, &[], ollama);
+    let Response {
+        pointers,
+        body: out,
+        ..
+    } = judge_response(body, &[], ollama);
     assert_eq!(pointers, ["/total_duration", "/load_duration"]);
     assert_eq!(
         out,
@@ -881,7 +994,11 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
 
     let cohere = table_for("cohere", "/v2/rerank");
     let body = br#"{"meta":{"billed_units":{"search_units":1e3},"tokens":{"input_tokens":"3"}}}"#;
-    let (pointers, out) = judge_response(body, &[], cohere);
+    let Response {
+        pointers,
+        body: out,
+        ..
+    } = judge_response(body, &[], cohere);
     assert_eq!(pointers, ["/meta/tokens/input_tokens", "/meta/tokens"]);
     assert_eq!(
         out,
@@ -894,7 +1011,11 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
         ("x-compute-tokens".to_string(), "abc".to_string()),
         ("x-total-time".to_string(), "12".to_string()),
     ];
-    let (pointers, out) = judge_response(b"[[1]]", &headers, tei);
+    let Response {
+        pointers,
+        body: out,
+        ..
+    } = judge_response(b"[[1]]", &headers, tei);
     assert_eq!(pointers, ["header:x-compute-tokens", "header:x-queue-time"]);
     assert_eq!(out, b"[[1]]");
 }

@@ -18,11 +18,19 @@
 //!   `support::eventstream::from_text` reads it, faults marked), sent
 //!   chunked;
 //! - `status` (optional): the upstream's status, 200 when absent;
+//! - `route.toml` (optional): `relations = "<convention>"`, which runs the
+//!   case on the route of its dialect with that convention (see
+//!   `CONVENTION_ROUTES`; `probity inspect`'s check skips it);
+//! - `source.txt` (optional): one line saying where an answer from the wild
+//!   was reported (an issue, a pull request), or what a made one is shaped
+//!   after; for the reader only;
 //! - `expect.json`: `"outcome"`: `pass`, `normalized` (with `"pointers"`) or
 //!   `rejected` (with `"invariant"`); `"stream": true` for a stream;
 //!   optionally `"tokens"` (the `probity_tokens_total` delta per kind),
-//!   `"writes"` (offsets where the upstream cuts its writes, 2 ms apart), and
-//!   for a rejected stream `"pointers"` rewritten before the break;
+//!   `"relations"` (the relations breached, once per breach, each event's in
+//!   turn: `probity_figure_contradictions_total`'s deltas), `"writes"`
+//!   (offsets where the upstream cuts its writes, 2 ms apart), and for a
+//!   rejected stream `"pointers"` rewritten before the break;
 //! - `expected.<ext>`: the exact client body of a normalized case; for a
 //!   rejected stream, the bytes the client gets before the broken event, then
 //!   the error event with `<message>` and `<request_id>` standing for text
@@ -31,8 +39,9 @@
 //! Every expectation is cross-checked offline against [`verdict`], this
 //! file's reading of the rule (README, "What probity checks: generation,
 //! streamed or not"), which is also the oracle of the generated mutations.
-//! What is this file's own: the figure tables and payload rules of each
-//! endpoint, the stream rule event by event, the error event of each
+//! What is this file's own: the figure tables, relations (README,
+//! "Relations between figures") and payload rules of each endpoint, the
+//! stream rule event by event (running totals against the events before), the error event of each
 //! framing, the mutations of streams and their cuts. One probity has a route
 //! per dialect at `/<dialect>`, and a short capture list.
 
@@ -95,6 +104,8 @@ const ANTHROPIC: Figures = &[
     ("/usage/output_tokens", Count, Some("output")),
     ("/usage/cache_creation_input_tokens", Count, None),
     ("/usage/cache_read_input_tokens", Count, None),
+    ("/usage/cache_creation/*", Count, None),
+    ("/usage/output_tokens_details/*", Count, None),
     ("/usage/server_tool_use/*", Count, None),
 ];
 /// `message_delta`: the message table without `/id`.
@@ -104,6 +115,8 @@ const ANTHROPIC_DELTA: Figures = &[
     ("/usage/output_tokens", Count, Some("output")),
     ("/usage/cache_creation_input_tokens", Count, None),
     ("/usage/cache_read_input_tokens", Count, None),
+    ("/usage/cache_creation/*", Count, None),
+    ("/usage/output_tokens_details/*", Count, None),
     ("/usage/server_tool_use/*", Count, None),
 ];
 
@@ -143,6 +156,249 @@ const CONVERSE: Figures = &[
     ("/usage/cacheWriteInputTokens", Count, None),
     ("/metrics/latencyMs", Count, None),
 ];
+
+// ---------------------------------------------------------------- relations
+
+use Rule::{AtLeast, AtMost, PartsAtMost, Sum};
+
+/// Chat and completions (openai-python `types/completion_usage.py`): the
+/// total is prompt and completion; prompt details are of the prompt,
+/// reasoning and prediction tokens of the completion. xAI counts reasoning
+/// outside the completion and inside the total.
+const OPENAI_RELATIONS: Relations = &[
+    (
+        "total_tokens=prompt_tokens+completion_tokens",
+        Sum(
+            "/usage/total_tokens",
+            &["/usage/prompt_tokens", "/usage/completion_tokens"],
+            &[],
+        ),
+        Under::Provider,
+    ),
+    (
+        "total_tokens=prompt_tokens+completion_tokens+reasoning_tokens",
+        Sum(
+            "/usage/total_tokens",
+            &["/usage/prompt_tokens", "/usage/completion_tokens"],
+            &["/usage/completion_tokens_details/reasoning_tokens"],
+        ),
+        Under::Xai,
+    ),
+    (
+        "cached_tokens<=prompt_tokens",
+        AtMost(
+            "/usage/prompt_tokens_details/cached_tokens",
+            "/usage/prompt_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "prompt_tokens_details.audio_tokens<=prompt_tokens",
+        AtMost(
+            "/usage/prompt_tokens_details/audio_tokens",
+            "/usage/prompt_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "prompt_tokens_details.text_tokens<=prompt_tokens",
+        AtMost(
+            "/usage/prompt_tokens_details/text_tokens",
+            "/usage/prompt_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "prompt_tokens_details.image_tokens<=prompt_tokens",
+        AtMost(
+            "/usage/prompt_tokens_details/image_tokens",
+            "/usage/prompt_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "cache_write_tokens<=prompt_tokens",
+        AtMost(
+            "/usage/prompt_tokens_details/cache_write_tokens",
+            "/usage/prompt_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "reasoning_tokens<=completion_tokens",
+        AtMost(
+            "/usage/completion_tokens_details/reasoning_tokens",
+            "/usage/completion_tokens",
+        ),
+        Under::Provider,
+    ),
+    (
+        "prediction_tokens<=completion_tokens",
+        PartsAtMost(
+            &[
+                "/usage/completion_tokens_details/accepted_prediction_tokens",
+                "/usage/completion_tokens_details/rejected_prediction_tokens",
+            ],
+            "/usage/completion_tokens",
+        ),
+        Under::Provider,
+    ),
+    (
+        "completion_tokens_details.audio_tokens<=completion_tokens",
+        AtMost(
+            "/usage/completion_tokens_details/audio_tokens",
+            "/usage/completion_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "completion_tokens_details.text_tokens<=completion_tokens",
+        AtMost(
+            "/usage/completion_tokens_details/text_tokens",
+            "/usage/completion_tokens",
+        ),
+        Under::Provider,
+    ),
+];
+
+/// A response object (`types/responses/response_usage.py`): the total is
+/// input and output, cached and cache-written tokens of the input,
+/// reasoning of the output (not under xAI's convention).
+const RESPONSES_RELATIONS: Relations = &[
+    (
+        "total_tokens=input_tokens+output_tokens",
+        Sum(
+            "/usage/total_tokens",
+            &["/usage/input_tokens", "/usage/output_tokens"],
+            &[],
+        ),
+        Under::Provider,
+    ),
+    (
+        "cached_tokens<=input_tokens",
+        AtMost(
+            "/usage/input_tokens_details/cached_tokens",
+            "/usage/input_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "cache_write_tokens<=input_tokens",
+        AtMost(
+            "/usage/input_tokens_details/cache_write_tokens",
+            "/usage/input_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "reasoning_tokens<=output_tokens",
+        AtMost(
+            "/usage/output_tokens_details/reasoning_tokens",
+            "/usage/output_tokens",
+        ),
+        Under::Provider,
+    ),
+];
+
+/// A message's `usage`, whole, in `message_start` and in `message_delta`
+/// (anthropic-sdk-python `types/usage.py`, `output_tokens_details.py`):
+/// the TTL parts of `cache_creation` together are at most
+/// `cache_creation_input_tokens`; thinking is of the output. No cache
+/// figure is of `input_tokens`, which counts the uncached input only.
+const ANTHROPIC_RELATIONS: Relations = &[
+    (
+        "cache_creation<=cache_creation_input_tokens",
+        PartsAtMost(
+            &[
+                "/usage/cache_creation/ephemeral_5m_input_tokens",
+                "/usage/cache_creation/ephemeral_1h_input_tokens",
+            ],
+            "/usage/cache_creation_input_tokens",
+        ),
+        Under::Both,
+    ),
+    (
+        "thinking_tokens<=output_tokens",
+        AtMost(
+            "/usage/output_tokens_details/thinking_tokens",
+            "/usage/output_tokens",
+        ),
+        Under::Both,
+    ),
+];
+
+/// google-genai's `GenerateContentResponseUsageMetadata`: the total is the
+/// prompt, candidates, tool-use prompt and thoughts (proto3 JSON leaves a
+/// zero out: an absent term is none); cached content is of the prompt.
+const GEMINI_RELATIONS: Relations = &[
+    (
+        "totalTokenCount=prompt+candidates+toolUsePrompt+thoughts",
+        Sum(
+            "/usageMetadata/totalTokenCount",
+            &["/usageMetadata/promptTokenCount"],
+            &[
+                "/usageMetadata/candidatesTokenCount",
+                "/usageMetadata/toolUsePromptTokenCount",
+                "/usageMetadata/thoughtsTokenCount",
+            ],
+        ),
+        Under::Both,
+    ),
+    (
+        "cachedContentTokenCount<=promptTokenCount",
+        AtMost(
+            "/usageMetadata/cachedContentTokenCount",
+            "/usageMetadata/promptTokenCount",
+        ),
+        Under::Both,
+    ),
+];
+
+/// botocore's `TokenUsage`: the total is "the total of input tokens and
+/// tokens generated"; cache reads and writes are outside `inputTokens`, and
+/// whether the total holds them is not said: at least input and output.
+const CONVERSE_RELATIONS: Relations = &[(
+    "totalTokens>=inputTokens+outputTokens",
+    AtLeast(
+        "/usage/totalTokens",
+        &["/usage/inputTokens", "/usage/outputTokens"],
+    ),
+    Under::Both,
+)];
+
+/// A stream's running totals, by table: each event restates the count so
+/// far, so a later one below the last sound earlier one is nulled in the
+/// later event (`message_start`'s counts are no floor for a delta's).
+const GEMINI_RUNNING: &[&str] = &[
+    "/usageMetadata/promptTokenCount",
+    "/usageMetadata/candidatesTokenCount",
+    "/usageMetadata/totalTokenCount",
+    "/usageMetadata/thoughtsTokenCount",
+    "/usageMetadata/cachedContentTokenCount",
+    "/usageMetadata/toolUsePromptTokenCount",
+];
+const ANTHROPIC_DELTA_RUNNING: &[&str] = &[
+    "/usage/input_tokens",
+    "/usage/output_tokens",
+    "/usage/cache_creation_input_tokens",
+    "/usage/cache_read_input_tokens",
+];
+/// The relation a falling running total breaks.
+const RUNNING_TOTAL: &str = "running_total_never_falls";
+
+/// Routes beside the one per dialect, each with a `relations` convention:
+/// (route, dialect, convention). A fixture whose `route.toml` is
+/// `relations = "<name>"` runs on the route of its dialect that sets it.
+const CONVENTION_ROUTES: [(&str, &str, &str, Convention); 1] =
+    [("openai-xai", "openai", "xai", Convention::Xai)];
+
+/// The convention a case's route judges by.
+fn convention(case: &Case) -> Convention {
+    CONVENTION_ROUTES
+        .iter()
+        .find(|(route, ..)| *route == case.route)
+        .map_or(Convention::Provider, |(.., convention)| *convention)
+}
 
 /// The checked endpoints.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -248,6 +504,18 @@ fn table(api: Api) -> Figures {
     }
 }
 
+/// The relations an endpoint's figures are judged by (Ollama defines none).
+fn relations(api: Api) -> Relations {
+    match api {
+        Api::Chat | Api::Completions => OPENAI_RELATIONS,
+        Api::OllamaChat | Api::OllamaGenerate => &[],
+        Api::Messages => ANTHROPIC_RELATIONS,
+        Api::GeminiGenerate | Api::GeminiStream => GEMINI_RELATIONS,
+        Api::Responses | Api::ResponsesStored => RESPONSES_RELATIONS,
+        Api::Converse | Api::ConverseStream => CONVERSE_RELATIONS,
+    }
+}
+
 /// The tables an endpoint's figures are read by (for its metric labels, in
 /// this order), each with the event that holds it in a stream: an Anthropic
 /// `message_start` holds the message table, `message_delta` the delta table.
@@ -290,13 +558,13 @@ fn api_of(case: &Case) -> Option<Api> {
     api(&case.dialect, &case.endpoint)
 }
 
-/// The pointers that name a figure (not a collapsed record), as labels.
+/// The malformed pointers that name a figure (not a collapsed record, not
+/// a contradicted one), as labels.
 fn labels(case: &Case) -> Vec<String> {
     let Some(api) = api_of(case) else {
         return Vec::new();
     };
-    case.expect
-        .pointers
+    malformed_pointers(&case.expect)
         .iter()
         .filter_map(|p| label_of(api, p))
         .map(str::to_owned)
@@ -307,15 +575,39 @@ fn load(dialect: &str) -> Vec<Case> {
     load_fixtures(dialect, |name| name.starts_with("gen_"))
         .iter()
         .map(|fixture| {
-            // Stated tokens are the expectation; otherwise the rule's count
-            // (the offline check holds both to the rule).
+            // Stated tokens and relations are the expectation; otherwise
+            // the rule's (the offline check holds both to the rule).
             let mut case = figure_case(fixture);
+            if !fixture.route.is_empty() {
+                case.route = convention_route(fixture);
+            }
             let rule = verdict(&case);
             case.expect.tokens = case.expect.tokens.or(rule.tokens);
             case.expect.broken_end = rule.broken_end;
+            case.expect.contradicted = rule.contradicted;
+            if case.expect.relations.is_empty() {
+                case.expect.relations = rule.relations;
+            }
             case
         })
         .collect()
+}
+
+/// The route a fixture's `route.toml` names by its one setting.
+fn convention_route(fixture: &Fixture) -> String {
+    CONVENTION_ROUTES
+        .iter()
+        .find(|(_, dialect, name, _)| {
+            *dialect == fixture.folder && fixture.route.trim() == format!("relations = \"{name}\"")
+        })
+        .map(|(route, ..)| route.to_string())
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: route.toml {:?} is no convention route",
+                fixture.id(),
+                fixture.route
+            )
+        })
 }
 
 // ---------------------------------------------------------------- the rule
@@ -590,6 +882,8 @@ fn verdict(case: &Case) -> Expect {
         tokens: Some(BTreeMap::new()),
         broken_end: None,
         uninspected: None,
+        contradicted: Vec::new(),
+        relations: Vec::new(),
     };
     let Some(api) = api_of(case) else {
         return pass();
@@ -598,13 +892,21 @@ fn verdict(case: &Case) -> Expect {
         return pass();
     }
     let request: Value = serde_json::from_slice(&case.request).expect("request.json is JSON");
+    let convention = convention(case);
     match case.framing {
-        Framing::Whole => whole_verdict(api, &request, &case.body),
-        framing => stream_verdict(&case.dialect, api, framing, &request, &case.body),
+        Framing::Whole => whole_verdict(api, &request, &case.body, convention),
+        framing => stream_verdict(
+            &case.dialect,
+            api,
+            framing,
+            &request,
+            &case.body,
+            convention,
+        ),
     }
 }
 
-fn whole_verdict(api: Api, request: &Value, body: &[u8]) -> Expect {
+fn whole_verdict(api: Api, request: &Value, body: &[u8], convention: Convention) -> Expect {
     let rejected = |invariant: &str| Expect {
         outcome: Outcome::Rejected,
         invariant: Some(invariant.to_string()),
@@ -613,6 +915,8 @@ fn whole_verdict(api: Api, request: &Value, body: &[u8]) -> Expect {
         tokens: Some(BTreeMap::new()),
         broken_end: None,
         uninspected: None,
+        contradicted: Vec::new(),
+        relations: Vec::new(),
     };
     let Ok(root) = serde_json::from_slice::<Value>(body) else {
         return rejected("invalid_json");
@@ -620,7 +924,7 @@ fn whole_verdict(api: Api, request: &Value, body: &[u8]) -> Expect {
     if let Err(invariant) = payload(api, request, &root) {
         return rejected(invariant);
     }
-    let judged = judge(body, "", table(api));
+    let judged = judge(body, "", table(api), relations(api), convention);
     Expect {
         outcome: if judged.pointers.is_empty() {
             Outcome::Pass
@@ -639,6 +943,8 @@ fn whole_verdict(api: Api, request: &Value, body: &[u8]) -> Expect {
         ),
         broken_end: None,
         uninspected: None,
+        contradicted: judged.contradicted,
+        relations: judged.relations.iter().map(|r| r.to_string()).collect(),
     }
 }
 
@@ -708,6 +1014,9 @@ struct Judging {
     data: Range<usize>,
     prefix: &'static str,
     table: Figures,
+    relations: Relations,
+    /// The table's running totals.
+    running: &'static [&'static str],
 }
 
 /// The state of one stream as the rule reads it.
@@ -777,6 +1086,8 @@ impl StreamRule {
                     data: 0..end,
                     prefix: "",
                     table: OLLAMA,
+                    relations: &[],
+                    running: &[],
                 })
             }
             Api::Chat | Api::Completions => {
@@ -809,7 +1120,7 @@ impl StreamRule {
                     }
                     Some(_) => return Broken("choice_index_invalid"),
                 }
-                self.figures(event.data_range, "", OPENAI)
+                self.figures(event.data_range, "", OPENAI, OPENAI_RELATIONS, &[])
             }
             Api::GeminiGenerate | Api::GeminiStream => {
                 // One whole `GenerateContentResponse` per event, no `[DONE]`.
@@ -826,7 +1137,13 @@ impl StreamRule {
                 if let Err(invariant) = gemini_candidates(&chunk, self.choices) {
                     return Broken(invariant);
                 }
-                self.figures(event.data_range, "", GEMINI)
+                self.figures(
+                    event.data_range,
+                    "",
+                    GEMINI,
+                    GEMINI_RELATIONS,
+                    GEMINI_RUNNING,
+                )
             }
             Api::Responses | Api::ResponsesStored => self.responses_event(raw),
             Api::Messages => {
@@ -857,9 +1174,21 @@ impl StreamRule {
                         if !body.get("message").is_some_and(Value::is_object) {
                             return Broken("payload_missing");
                         }
-                        self.figures(event.data_range, "/message", ANTHROPIC)
+                        self.figures(
+                            event.data_range,
+                            "/message",
+                            ANTHROPIC,
+                            ANTHROPIC_RELATIONS,
+                            &[],
+                        )
                     }
-                    "message_delta" => self.figures(event.data_range, "", ANTHROPIC_DELTA),
+                    "message_delta" => self.figures(
+                        event.data_range,
+                        "",
+                        ANTHROPIC_DELTA,
+                        ANTHROPIC_RELATIONS,
+                        ANTHROPIC_DELTA_RUNNING,
+                    ),
                     "content_block_start" => match index {
                         Some(index) => {
                             self.blocks.push(index);
@@ -913,7 +1242,13 @@ impl StreamRule {
                 return Broken(invariant);
             }
             self.done = TERMINAL.contains(&kind);
-            self.figures(event.data_range, "/response", RESPONSES)
+            self.figures(
+                event.data_range,
+                "/response",
+                RESPONSES,
+                RESPONSES_RELATIONS,
+                &[],
+            )
         } else if kind.starts_with("response.output_item.") {
             match response_item(&body["item"]) {
                 Ok(()) => Untouched,
@@ -975,7 +1310,13 @@ impl StreamRule {
             "messageStop" if !body.get("stopReason").is_some_and(Value::is_string) => {
                 Broken("payload_missing")
             }
-            "metadata" => self.figures(eventstream::payload_range(raw), "", CONVERSE),
+            "metadata" => self.figures(
+                eventstream::payload_range(raw),
+                "",
+                CONVERSE,
+                CONVERSE_RELATIONS,
+                &[],
+            ),
             _ => Untouched,
         }
     }
@@ -985,12 +1326,16 @@ impl StreamRule {
         data: Option<Range<usize>>,
         prefix: &'static str,
         table: Figures,
+        relations: Relations,
+        running: &'static [&'static str],
     ) -> EventVerdict {
         match data {
             Some(data) => EventVerdict::Figures(Judging {
                 data,
                 prefix,
                 table,
+                relations,
+                running,
             }),
             None => panic!("the oracle reads figures of single-line data only"),
         }
@@ -1061,11 +1406,16 @@ fn stream_verdict(
     framing: Framing,
     request: &Value,
     body: &[u8],
+    convention: Convention,
 ) -> Expect {
     let mut rule = StreamRule::new(api, request);
     let mut client = Vec::new();
     let mut pointers = Vec::new();
     let mut tokens = BTreeMap::new();
+    let mut contradicted = Vec::new();
+    let mut breached: Vec<String> = Vec::new();
+    // The last sound value of each running total, by table pointer.
+    let mut running: BTreeMap<&str, u128> = BTreeMap::new();
     // Every event is judged, an unterminated last one too.
     for range in split_events(framing, body) {
         let end = range.end;
@@ -1083,14 +1433,57 @@ fn stream_verdict(
                     tokens: Some(tokens),
                     broken_end: Some(end),
                     uninspected: None,
+                    contradicted,
+                    relations: breached,
                 };
             }
             EventVerdict::Figures(judging) => {
                 let data = &raw[judging.data.clone()];
-                let judged = judge(data, judging.prefix, judging.table);
+                let mut judged = judge(
+                    data,
+                    judging.prefix,
+                    judging.table,
+                    judging.relations,
+                    convention,
+                );
+                // Then its running totals against the events before: one
+                // that falls is nulled and listed, not counted; its record
+                // keeps its object even when nothing sound is left in it (a
+                // fall is judged after the event's own figures and records).
+                let mut fell = false;
+                for (pointer, value, span, kind) in std::mem::take(&mut judged.sound) {
+                    let Some(figure) = pointer.strip_prefix(judging.prefix) else {
+                        continue;
+                    };
+                    let Some(figure) = judging.running.iter().find(|f| **f == figure) else {
+                        continue;
+                    };
+                    match running.get(figure) {
+                        Some(last) if value < *last => {
+                            fell = true;
+                            judged.nulls.push(span);
+                            judged.pointers.push(pointer.clone());
+                            judged.contradicted.push(pointer);
+                            if let Some(i) =
+                                judged.tokens.iter().position(|(k, _)| Some(*k) == kind)
+                            {
+                                judged.tokens.remove(i);
+                            }
+                        }
+                        _ => {
+                            running.insert(figure, value);
+                        }
+                    }
+                }
+                if fell {
+                    judged.relations.push(RUNNING_TOTAL);
+                    judged.text = nulled(data, &judged.nulls);
+                }
                 for (kind, n) in &judged.tokens {
                     tokens.insert(kind.to_string(), *n);
                 }
+                contradicted.extend(judged.contradicted.iter().cloned());
+                breached.extend(judged.relations.iter().map(|r| r.to_string()));
                 if judged.pointers.is_empty() {
                     client.extend_from_slice(raw);
                     continue;
@@ -1133,6 +1526,8 @@ fn stream_verdict(
         tokens: Some(tokens),
         broken_end: None,
         uninspected: None,
+        contradicted,
+        relations: breached,
     }
 }
 
@@ -1493,7 +1888,11 @@ fn streamed(case: &Case) -> bool {
 /// case reads it).
 async fn run_cases(what: &str, cases: impl IntoIterator<Item = Case>) {
     let bench = Bench::start(Generation, |upstream| {
-        let routes = dialect_routes(&DIALECTS, upstream);
+        let mut routes = dialect_routes(&DIALECTS, upstream);
+        for (name, dialect, relations, _) in CONVENTION_ROUTES {
+            let setting = format!("relations = \"{relations}\"");
+            routes += &route(name, &format!("/{name}"), upstream, dialect, &setting);
+        }
         config("", &format!("{routes}\n[capture]\nmax_entries = 4\n"))
     })
     .await;
@@ -1921,7 +2320,7 @@ fn the_event_splitter_reads_every_line_end() {
 fn the_rule_nulls_figures_and_collapses_the_outermost_record() {
     // A malformed detail beside a sound one: that figure alone.
     let body = br#"{"usage":{"prompt_tokens":3,"completion_tokens_details":{"reasoning_tokens":"0","audio_tokens":0}}}"#;
-    let judged = judge(body, "", OPENAI);
+    let judged = judge(body, "", OPENAI, OPENAI_RELATIONS, Convention::Provider);
     assert_eq!(
         judged.pointers,
         ["/usage/completion_tokens_details/reasoning_tokens"]
@@ -1938,7 +2337,7 @@ fn the_rule_nulls_figures_and_collapses_the_outermost_record() {
 
     // A sound detail keeps /usage; the detail record itself collapses.
     let body = br#"{"usage":{"prompt_tokens":"3","prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":-1}}}"#;
-    let judged = judge(body, "", OPENAI);
+    let judged = judge(body, "", OPENAI, OPENAI_RELATIONS, Convention::Provider);
     assert_eq!(
         judged.pointers,
         [
@@ -1956,7 +2355,7 @@ fn the_rule_nulls_figures_and_collapses_the_outermost_record() {
     // nested record is listed too.
     let body =
         br#"{"usage":{"total_tokens":true,"completion_tokens_details":{"reasoning_tokens":"1"}}}"#;
-    let judged = judge(body, "", OPENAI);
+    let judged = judge(body, "", OPENAI, OPENAI_RELATIONS, Convention::Provider);
     assert_eq!(
         judged.pointers,
         [
@@ -1970,7 +2369,13 @@ fn the_rule_nulls_figures_and_collapses_the_outermost_record() {
 
     // message_start: prefixed pointers, unprefixed labels; the root stays.
     let body = br#"{"type":"message_start","message":{"id":"","usage":{"input_tokens":-1,"output_tokens":1}}}"#;
-    let judged = judge(body, "/message", ANTHROPIC);
+    let judged = judge(
+        body,
+        "/message",
+        ANTHROPIC,
+        ANTHROPIC_RELATIONS,
+        Convention::Provider,
+    );
     assert_eq!(
         judged.pointers,
         ["/message/id", "/message/usage/input_tokens"]
@@ -1984,10 +2389,70 @@ fn the_rule_nulls_figures_and_collapses_the_outermost_record() {
 
     // Null and absent are not reported.
     assert_eq!(
-        judge(br#"{"eval_count":null}"#, "", OLLAMA),
+        judge(
+            br#"{"eval_count":null}"#,
+            "",
+            OLLAMA,
+            &[],
+            Convention::Provider
+        ),
         Judged {
             text: br#"{"eval_count":null}"#.to_vec(),
             ..Judged::default()
         }
     );
+}
+
+#[test]
+fn the_rule_judges_relations_on_the_figures_as_read_alone() {
+    let gemini = |usage: &str| {
+        let body = format!(r#"{{"usageMetadata":{usage}}}"#);
+        let judged = judge(
+            body.as_bytes(),
+            "",
+            GEMINI,
+            GEMINI_RELATIONS,
+            Convention::Provider,
+        );
+        (String::from_utf8(judged.text).unwrap(), judged.relations)
+    };
+    // An absent term is none of Gemini's total; a `null` one decides nothing.
+    let sum = "totalTokenCount=prompt+candidates+toolUsePrompt+thoughts";
+    assert_eq!(
+        gemini(r#"{"promptTokenCount":8,"totalTokenCount":20}"#),
+        (r#"{"usageMetadata":null}"#.to_string(), vec![sum])
+    );
+    let null = r#"{"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":null,"totalTokenCount":20}}"#;
+    let judged =
+        gemini(r#"{"promptTokenCount":8,"candidatesTokenCount":null,"totalTokenCount":20}"#);
+    assert_eq!(judged, (null.to_string(), vec![]));
+    // A malformed term decides nothing either, and is nulled alone.
+    let judged =
+        gemini(r#"{"promptTokenCount":8,"candidatesTokenCount":"12","totalTokenCount":21}"#);
+    assert_eq!(
+        judged.0,
+        r#"{"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":null,"totalTokenCount":21}}"#
+    );
+    assert!(judged.1.is_empty());
+
+    // Every breach is judged before any figure is marked: the prompt, which
+    // the cache breaks, still sums into the total.
+    let body = br#"{"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":9}}}"#;
+    let judged = judge(body, "", OPENAI, OPENAI_RELATIONS, Convention::Provider);
+    assert_eq!(
+        judged.pointers,
+        [
+            "/usage/prompt_tokens",
+            "/usage/prompt_tokens_details/cached_tokens",
+            "/usage/prompt_tokens_details"
+        ]
+    );
+    assert_eq!(judged.relations, ["cached_tokens<=prompt_tokens"]);
+    assert_eq!(judged.tokens, [("output", 1), ("total", 6)]);
+    // xAI's convention: reasoning outside the completion, inside the total.
+    let body = br#"{"usage":{"prompt_tokens":279,"completion_tokens":6,"total_tokens":374,"completion_tokens_details":{"reasoning_tokens":89}}}"#;
+    let xai = judge(body, "", OPENAI, OPENAI_RELATIONS, Convention::Xai);
+    assert!(xai.pointers.is_empty(), "{:?}", xai.pointers);
+    let provider = judge(body, "", OPENAI, OPENAI_RELATIONS, Convention::Provider);
+    assert_eq!(provider.relations.len(), 2);
 }

@@ -405,65 +405,25 @@ async fn a_route_set_to_xais_convention_judges_by_it() {
 #[test]
 fn check_config_refuses_a_convention_a_route_cannot_take() {
     let path = temp_path(".toml");
-    let routes = [
-        route(
-            "a",
-            "/a",
-            "http://127.0.0.1:9",
-            "anthropic",
-            "relations = \"xai\"",
-        ),
-        route(
-            "b",
-            "/b",
-            "http://127.0.0.1:9",
-            "openai",
-            "relations = \"whatever\"",
-        ),
-    ]
-    .concat();
-    std::fs::write(&path, config("", &routes)).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
-        .args(["check-config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stderr).into_owned()
-        + &String::from_utf8_lossy(&output.stdout);
-    assert!(!output.status.success(), "{said}");
-    assert!(
-        said.contains("routes[1].relations") && said.contains("whatever"),
-        "{said}"
-    );
-    let fixed = [
-        route(
-            "a",
-            "/a",
-            "http://127.0.0.1:9",
-            "anthropic",
-            "relations = \"xai\"",
-        ),
-        route(
-            "b",
-            "/b",
-            "http://127.0.0.1:9",
-            "openai",
-            "relations = \"off\"",
-        ),
-    ]
-    .concat();
-    std::fs::write(&path, config("", &fixed)).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
-        .args(["check-config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stderr).into_owned()
-        + &String::from_utf8_lossy(&output.stdout);
-    assert!(!output.status.success(), "{said}");
-    assert!(
-        said.contains("routes[0].relations") && said.contains("anthropic"),
-        "{said}"
-    );
+    let check = |b: &str| {
+        let routes = [
+            route("a", "/a", "http://127.0.0.1:9", "anthropic", "relations = \"xai\""),
+            route("b", "/b", "http://127.0.0.1:9", "openai", b),
+        ]
+        .concat();
+        std::fs::write(&path, config("", &routes)).unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_probity"))
+            .args(["check-config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+            + &String::from_utf8_lossy(&output.stdout)
+    };
+    let said = check("relations = \"whatever\"");
+    assert!(said.contains("routes[1].relations") && said.contains("whatever"), "{said}");
+    let said = check("relations = \"off\"");
+    assert!(said.contains("routes[0].relations") && said.contains("anthropic"), "{said}");
     let _ = std::fs::remove_file(&path);
 }

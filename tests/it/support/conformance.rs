@@ -9,8 +9,10 @@
 //!   `text/event-stream`) or `response.ndjson` (`application/x-ndjson`),
 //!   optional `status` (200 when absent) and `response.headers` (`name:
 //!   value` lines the upstream adds), `expect.json`, optional
-//!   `expected.<ext>` (the exact client body) and `route.toml` (appended to
-//!   the case's `[[routes]]` table). Any other file is refused.
+//!   `expected.<ext>` (the exact client body), `route.toml` (appended to
+//!   the case's `[[routes]]` table) and `source.txt` (where an answer taken
+//!   from the wild was reported: one line, for the reader; never read).
+//!   Any other file is refused.
 //! - [`Case`]: what the runner serves, sends and checks; `E` is what the
 //!   suite expects of it.
 //! - [`Expect`], [`figure_case`]: the expectation of the figure suites
@@ -49,6 +51,7 @@ use super::fixtures::{
 use super::{client, part, probity_error, route, Before, Got, Probity, Reply, ReplyBody, Upstream};
 
 pub const MALFORMED: &str = "probity_malformed_figures_total";
+pub const CONTRADICTIONS: &str = "probity_figure_contradictions_total";
 pub const INVALID: &str = "probity_provider_invalid_response_total";
 pub const UNINSPECTED: &str = "probity_uninspected_total";
 pub const TOKENS: &str = "probity_tokens_total";
@@ -107,8 +110,9 @@ const FRAMINGS: [Framing; 4] = [
 ];
 
 /// The files a case folder may hold.
-const FILES: [&str; 14] = [
+const FILES: [&str; 15] = [
     "endpoint",
+    "source.txt",
     "request.json",
     "response.json",
     "response.sse",
@@ -387,6 +391,12 @@ pub struct Expect {
     pub broken_end: Option<usize>,
     /// Why probity must pass the response on unchecked and count it so.
     pub uninspected: Option<String>,
+    /// The listed pointers nulled because figures contradict each other,
+    /// not as malformed (each once per listing).
+    pub contradicted: Vec<String>,
+    /// The relations breached, by name, once per breach (a stream's in
+    /// each event): `probity_figure_contradictions_total`'s deltas.
+    pub relations: Vec<String>,
 }
 
 impl Expect {
@@ -417,8 +427,9 @@ impl Expect {
 /// `"invariant"`), `"stream": true` for a streamed answer, optionally
 /// `"uninspected"` (the reason probity counts), `"tokens"` (the
 /// `probity_tokens_total` delta per kind), `"writes"` (offsets where the
-/// upstream cuts its writes, [`WRITE_PAUSE`] apart) and `"body"` (the exact
-/// client body, else `expected.<ext>`).
+/// upstream cuts its writes, [`WRITE_PAUSE`] apart), `"body"` (the exact
+/// client body, else `expected.<ext>`) and `"relations"` (the relations
+/// breached, which the suites' rule must find too).
 pub fn figure_case(fixture: &Fixture) -> Case<Expect> {
     let id = fixture.id();
     let expect = &fixture.expect;
@@ -458,16 +469,39 @@ pub fn figure_case(fixture: &Fixture) -> Case<Expect> {
         ..fixture.case(Expect {
             outcome,
             invariant: expect["invariant"].as_str().map(str::to_owned),
-            pointers: expect["pointers"]
-                .as_array()
-                .map(|a| a.iter().map(|p| p.as_str().unwrap().to_owned()).collect())
-                .unwrap_or_default(),
+            pointers: strings(&expect["pointers"]),
             client,
             tokens,
             broken_end: None,
             uninspected: expect["uninspected"].as_str().map(str::to_owned),
+            contradicted: Vec::new(),
+            relations: strings(&expect["relations"]),
         })
     }
+}
+
+/// An array of strings in `expect.json` (absent: none).
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| a.iter().map(|p| p.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// The listed pointers that are malformed (or collapsed records), not
+/// contradicted: what `probity_malformed_figures_total` counts from.
+pub fn malformed_pointers(expect: &Expect) -> Vec<String> {
+    let mut contradicted = expect.contradicted.clone();
+    let mut out = Vec::new();
+    for pointer in &expect.pointers {
+        match contradicted.iter().position(|c| c == pointer) {
+            Some(i) => {
+                contradicted.remove(i);
+            }
+            None => out.push(pointer.clone()),
+        }
+    }
+    out
 }
 
 // ---------------------------------------------------------------- the figure rule
@@ -575,24 +609,49 @@ pub fn entries(text: &[u8], prefix: &str, table: Figures) -> Vec<Entry> {
 /// What the rule makes of the figures of one JSON text.
 #[derive(Debug, Default, PartialEq)]
 pub struct Judged {
-    /// Malformed figures in table order, then the collapsed records.
+    /// Malformed and contradicted figures in table order, then the
+    /// collapsed records.
     pub pointers: Vec<String>,
-    /// The text with the malformed bytes (or whole records) nulled.
+    /// The text with the malformed and contradicted bytes (or whole
+    /// records) nulled.
     pub text: Vec<u8>,
-    /// Well-formed token counts by kind.
+    /// The spans of the text that are nulled.
+    pub nulls: Vec<Range<usize>>,
+    /// Sound token counts by kind (neither malformed nor contradicted).
     pub tokens: Vec<(&'static str, u64)>,
+    /// The listed pointers that are nulled by a contradiction, not as
+    /// malformed.
+    pub contradicted: Vec<String>,
+    /// The relations breached, by name.
+    pub relations: Vec<&'static str>,
+    /// The sound counts, for a stream's running totals: each one's
+    /// pointer (with the text's prefix), value, span and token kind.
+    pub sound: Vec<(String, u128, Range<usize>, Option<&'static str>)>,
 }
 
 /// The rule (README, "What probity checks"): a malformed figure is nulled
-/// and listed; a record (below the root) with malformed figures and no sound
-/// one is nulled whole and listed after them; null and absent figures are
-/// not reported; sound token figures count.
-pub fn judge(text: &[u8], prefix: &str, table: Figures) -> Judged {
+/// and listed; then every relation of `relations` that holds under
+/// `convention` is judged on the figures as read alone (README, "Relations
+/// between figures"), and every sound figure a breached one names is
+/// nulled and listed as a malformed one is (not counted as malformed); a
+/// record (below the root) that lost figures and keeps no sound one is
+/// nulled whole and listed after them; null and absent figures are not
+/// reported; sound token figures count.
+pub fn judge(
+    text: &[u8],
+    prefix: &str,
+    table: Figures,
+    relations: Relations,
+    convention: Convention,
+) -> Judged {
     let found = entries(text, prefix, table);
     let readings: Vec<Option<bool>> = found
         .iter()
         .map(|e| well_formed(&text[e.span.value.clone()], e.domain))
         .collect();
+    let contradicted = contradictions(text, prefix, &found, &readings, relations, convention);
+    let sound = |i: usize| readings[i] == Some(true) && !contradicted.1.contains(&i);
+    let lost = |i: usize| readings[i] == Some(false) || contradicted.1.contains(&i);
     // The records, in table order; only those present as objects, and not
     // required by the provider's schema, collapse.
     let required = |record: &str| {
@@ -615,45 +674,210 @@ pub fn judge(text: &[u8], prefix: &str, table: Figures) -> Judged {
         .into_iter()
         .filter(|record| {
             let is_object = find(text, record).is_some_and(|s| text[s.value.start] == b'{');
-            let inside = || {
-                found
-                    .iter()
-                    .zip(&readings)
-                    .filter(|(e, _)| under(&e.pointer, record))
-            };
-            is_object
-                && inside().any(|(_, r)| *r == Some(false))
-                && !inside().any(|(_, r)| *r == Some(true))
+            let inside = || (0..found.len()).filter(|i| under(&found[*i].pointer, record));
+            is_object && inside().any(lost) && !inside().any(sound)
         })
         .collect();
     let nulled_whole = |pointer: &str| collapsed.iter().any(|r| under(pointer, r));
-    let mut edits: Vec<(Range<usize>, &[u8])> = Vec::new();
+    let mut judged = Judged {
+        relations: contradicted.0,
+        ..Judged::default()
+    };
     for record in &collapsed {
         if !nulled_whole(record) {
-            edits.push((find(text, record).unwrap().value, b"null"));
+            judged.nulls.push(find(text, record).unwrap().value);
         }
     }
-    let mut judged = Judged::default();
-    for (entry, reading) in found.iter().zip(&readings) {
-        match reading {
-            Some(false) => {
-                judged.pointers.push(entry.pointer.clone());
-                if !nulled_whole(&entry.pointer) {
-                    edits.push((entry.span.value.clone(), b"null"));
-                }
+    for (i, entry) in found.iter().enumerate() {
+        if lost(i) {
+            judged.pointers.push(entry.pointer.clone());
+            if readings[i] == Some(true) {
+                judged.contradicted.push(entry.pointer.clone());
             }
-            Some(true) => {
-                if let Some(kind) = entry.kind {
-                    let raw = std::str::from_utf8(&text[entry.span.value.clone()]).unwrap();
-                    judged.tokens.push((kind, raw.parse().unwrap()));
-                }
+            if !nulled_whole(&entry.pointer) {
+                judged.nulls.push(entry.span.value.clone());
             }
-            None => {}
+        } else if sound(i) {
+            let raw = std::str::from_utf8(&text[entry.span.value.clone()]).unwrap();
+            if let Some(kind) = entry.kind {
+                judged.tokens.push((kind, raw.parse().unwrap()));
+            }
+            if entry.domain == Domain::Count {
+                let value = raw.parse().unwrap();
+                let span = entry.span.value.clone();
+                judged
+                    .sound
+                    .push((entry.pointer.clone(), value, span, entry.kind));
+            }
         }
     }
     judged.pointers.extend(collapsed);
-    judged.text = splice(text, &edits);
+    judged.text = nulled(text, &judged.nulls);
     judged
+}
+
+/// `text` with the spans nulled.
+pub fn nulled(text: &[u8], nulls: &[Range<usize>]) -> Vec<u8> {
+    let edits: Vec<(Range<usize>, &[u8])> =
+        nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect();
+    splice(text, &edits)
+}
+
+// ---------------------------------------------------------------- relations
+
+/// A route's `relations` convention: whose definitions its figures are
+/// judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Convention {
+    /// The dialect's own (every route's default but `api.x.ai`'s).
+    Provider,
+    /// xAI's on the OpenAI wire: reasoning outside `completion_tokens`,
+    /// inside `total_tokens`.
+    Xai,
+}
+
+/// Under which conventions a relation holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Under {
+    Both,
+    Provider,
+    Xai,
+}
+
+impl Under {
+    fn holds(self, convention: Convention) -> bool {
+        matches!(
+            (self, convention),
+            (Under::Both, _)
+                | (Under::Provider, Convention::Provider)
+                | (Under::Xai, Convention::Xai)
+        )
+    }
+}
+
+/// What a relation says, over figures named by their table pointers (a
+/// member under a wildcard by its own pointer).
+#[derive(Debug, Clone, Copy)]
+pub enum Rule {
+    /// `part ≤ whole`: both needed.
+    AtMost(&'static str, &'static str),
+    /// The parts there together ≤ the whole: the whole and one part
+    /// needed, an absent part none.
+    PartsAtMost(&'static [&'static str], &'static str),
+    /// `total = Σ terms + Σ optional`: the total and every term needed,
+    /// an absent optional term none.
+    Sum(
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+    ),
+    /// `total ≥ Σ terms`: all needed.
+    AtLeast(&'static str, &'static [&'static str]),
+}
+
+/// A dialect's relations, each with its name (the `relation` label of
+/// `probity_figure_contradictions_total`) and the conventions it holds
+/// under.
+pub type Relations = &'static [(&'static str, Rule, Under)];
+
+/// How a relation reads one figure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Term {
+    /// Not in the text: none of a sum.
+    Absent,
+    Count(u128),
+    /// `null` or malformed: it cannot be judged.
+    Unknown,
+}
+
+impl Rule {
+    /// Every figure it names.
+    fn pointers(&self) -> Vec<&'static str> {
+        match *self {
+            Rule::AtMost(part, whole) => vec![whole, part],
+            Rule::PartsAtMost(parts, whole) => [&[whole][..], parts].concat(),
+            Rule::Sum(total, terms, optional) => [&[total][..], terms, optional].concat(),
+            Rule::AtLeast(total, terms) => [&[total][..], terms].concat(),
+        }
+    }
+
+    /// `Some(true)` when the figures break it, `None` when it cannot be
+    /// judged.
+    fn breached(&self, term: impl Fn(&str) -> Term) -> Option<bool> {
+        let count = |p: &str| match term(p) {
+            Term::Count(n) => Some(n),
+            _ => None,
+        };
+        let all = |ps: &[&str]| ps.iter().map(|p| count(p)).sum::<Option<u128>>();
+        // An absent one none; `None` if one cannot be read.
+        let present = |ps: &[&str]| {
+            ps.iter()
+                .map(|p| match term(p) {
+                    Term::Count(n) => Some(n),
+                    Term::Absent => Some(0),
+                    Term::Unknown => None,
+                })
+                .sum::<Option<u128>>()
+        };
+        match *self {
+            Rule::AtMost(part, whole) => Some(count(part)? > count(whole)?),
+            Rule::PartsAtMost(parts, whole) => {
+                let whole = count(whole)?;
+                let sum = present(parts)?;
+                parts
+                    .iter()
+                    .any(|p| count(p).is_some())
+                    .then_some(sum > whole)
+            }
+            Rule::Sum(total, terms, optional) => {
+                let total = count(total)?;
+                Some(total != all(terms)? + present(optional)?)
+            }
+            Rule::AtLeast(total, terms) => Some(count(total)? < all(terms)?),
+        }
+    }
+}
+
+/// The relations breached among the figures `found` (read alone as
+/// `readings`), by name, and the sound figures they name, all judged on
+/// the readings before any is marked.
+fn contradictions(
+    text: &[u8],
+    prefix: &str,
+    found: &[Entry],
+    readings: &[Option<bool>],
+    relations: Relations,
+    convention: Convention,
+) -> (Vec<&'static str>, BTreeSet<usize>) {
+    let at = |pointer: &str| {
+        found
+            .iter()
+            .position(|e| e.pointer == format!("{prefix}{pointer}"))
+    };
+    let term = |pointer: &str| match at(pointer) {
+        None => Term::Absent,
+        Some(i) => match readings[i] {
+            Some(true) => {
+                let raw = std::str::from_utf8(&text[found[i].span.value.clone()]).unwrap();
+                raw.parse().map_or(Term::Unknown, Term::Count)
+            }
+            _ => Term::Unknown,
+        },
+    };
+    let mut breached = Vec::new();
+    let mut marked = BTreeSet::new();
+    for (name, rule, under) in relations {
+        if !under.holds(convention) || rule.breached(term) != Some(true) {
+            continue;
+        }
+        breached.push(*name);
+        for pointer in rule.pointers() {
+            if let Some(i) = at(pointer).filter(|i| readings[*i] == Some(true)) {
+                marked.insert(i);
+            }
+        }
+    }
+    (breached, marked)
 }
 
 // ---------------------------------------------------------------- figure mutations
@@ -1427,9 +1651,10 @@ pub fn check_capture_header(got: &Got, id: &str, failed: &mut Vec<String>) {
 }
 
 /// The counters a figure suite's case moves: malformed figures by route and
-/// by figure (`labels`: the figure of each listed pointer that names one),
-/// rejections by route and invariant, uninspected answers by route and
-/// reason, and tokens by kind when the case says.
+/// by figure (`labels`: the figure of each listed malformed pointer that
+/// names one, see [`malformed_pointers`]), contradictions by route and
+/// relation, rejections by route and invariant, uninspected answers by
+/// route and reason, and tokens by kind when the case says.
 pub fn figure_probes(case: &Case<Expect>, labels: &[String]) -> Vec<Probe> {
     let expect = &case.expect;
     let route = || ("route", case.route.clone());
@@ -1453,6 +1678,16 @@ pub fn figure_probes(case: &Case<Expect>, labels: &[String]) -> Vec<Probe> {
         probes.push((
             MALFORMED,
             vec![route(), ("figure", label.clone())],
+            n as f64,
+        ));
+    }
+    probes.push((CONTRADICTIONS, vec![route()], expect.relations.len() as f64));
+    let relations: BTreeSet<&String> = expect.relations.iter().collect();
+    for relation in relations {
+        let n = expect.relations.iter().filter(|r| *r == relation).count();
+        probes.push((
+            CONTRADICTIONS,
+            vec![route(), ("relation", relation.clone())],
             n as f64,
         ));
     }
