@@ -1304,7 +1304,9 @@ async fn decided_chunks_total_counts_chunks_actually_sent() {
 // ---------------------------------------------------------------- figure grammar
 
 /// Runs each `(usage prompt_tokens text, sound)` case through the openai
-/// embeddings endpoint; returns the failures.
+/// embeddings endpoint; returns the failures. `total_tokens` is the
+/// largest count, so that no count under test breaks `prompt_tokens <=
+/// total_tokens`: only the grammar decides.
 async fn grammar_cases(
     probity: &Probity,
     next: &Mutex<Vec<u8>>,
@@ -1312,7 +1314,10 @@ async fn grammar_cases(
 ) -> Vec<String> {
     let mut failures = Vec::new();
     for (value, sound) in cases {
-        let body = embedding_body(&format!(r#"{{"prompt_tokens":{value},"total_tokens":1}}"#));
+        let body = embedding_body(&format!(
+            r#"{{"prompt_tokens":{value},"total_tokens":{}}}"#,
+            u64::MAX
+        ));
         *next.lock().unwrap() = body.clone().into_bytes();
         let got = post_with(
             &probity.url(EMBEDDINGS),
@@ -1363,6 +1368,64 @@ async fn grammar_count_figures() {
     )
     .await;
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+// Grammar and relations apart: the largest count is well-formed alone, yet
+// above the `total_tokens` it is a part of, so neither is reported. That is a
+// contradiction, not a malformed figure: counted apart.
+#[tokio::test]
+async fn a_sound_count_above_its_whole_is_a_contradiction() {
+    let body = embedding_body(&format!(
+        r#"{{"prompt_tokens":{},"total_tokens":1}}"#,
+        u64::MAX
+    ));
+    let upstream = Upstream::start({
+        let body = body.clone();
+        move |_| Reply::json(200, body.clone())
+    })
+    .await;
+    let probity = openai(&upstream);
+    let got = post_with(
+        &probity.url(EMBEDDINGS),
+        r#"{"model":"m","input":"a"}"#,
+        &[],
+    )
+    .await
+    .got;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(
+        got.text(),
+        embedding_body(r#"{"prompt_tokens":null,"total_tokens":null}"#),
+        "both figures of the breached relation are nulled, the usage kept"
+    );
+    assert_eq!(
+        header(&got, "probity-normalized").as_deref(),
+        Some("/usage/prompt_tokens,/usage/total_tokens")
+    );
+    assert_eq!(
+        probity
+            .metric(
+                r#"probity_figure_contradictions_total{route="openai",relation="prompt_tokens<=total_tokens"}"#
+            )
+            .await,
+        Some(1.0)
+    );
+    for figure in ["/usage/prompt_tokens", "/usage/total_tokens"] {
+        let sample =
+            format!(r#"probity_malformed_figures_total{{route="openai",figure="{figure}"}}"#);
+        assert_eq!(
+            probity.metric(&sample).await,
+            None,
+            "{figure} counted malformed"
+        );
+    }
+    for kind in ["input", "total"] {
+        let sample = format!(r#"probity_tokens_total{{route="openai",kind="{kind}"}}"#);
+        assert!(
+            probity.metric(&sample).await.unwrap_or(0.0) == 0.0,
+            "a contradicted {kind} count was summed"
+        );
+    }
 }
 
 // Grammar: Cohere's Number figures take any non-negative finite number.

@@ -407,7 +407,13 @@ fn check_config_refuses_a_convention_a_route_cannot_take() {
     let path = temp_path(".toml");
     let check = |b: &str| {
         let routes = [
-            route("a", "/a", "http://127.0.0.1:9", "anthropic", "relations = \"xai\""),
+            route(
+                "a",
+                "/a",
+                "http://127.0.0.1:9",
+                "anthropic",
+                "relations = \"xai\"",
+            ),
             route("b", "/b", "http://127.0.0.1:9", "openai", b),
         ]
         .concat();
@@ -422,8 +428,14 @@ fn check_config_refuses_a_convention_a_route_cannot_take() {
             + &String::from_utf8_lossy(&output.stdout)
     };
     let said = check("relations = \"whatever\"");
-    assert!(said.contains("routes[1].relations") && said.contains("whatever"), "{said}");
+    assert!(
+        said.contains("routes[1].relations") && said.contains("whatever"),
+        "{said}"
+    );
     let said = check("relations = \"off\"");
-    assert!(said.contains("routes[0].relations") && said.contains("anthropic"), "{said}");
+    assert!(
+        said.contains("routes[0].relations") && said.contains("anthropic"),
+        "{said}"
+    );
     let _ = std::fs::remove_file(&path);
 }

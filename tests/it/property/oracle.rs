@@ -7,11 +7,17 @@
 //!   numbers of any size);
 //! - the figure tables of the README, and a reading of each figure that is
 //!   only ever sure of the clear cases ([`Reading`]);
+//! - the relations between figures (README, "Relations between figures")
+//!   as data beside the tables, judged over those readings ([`relate`]),
+//!   and a stream's running totals against earlier events ([`Running`]):
+//!   each figure sound alone is kept, contradicted, or (when a figure a
+//!   relation needs is unclear) either ([`Fate`]);
 //! - the checks of a rewrite: the listed pointers name figures, and the
 //!   client's bytes are the upstream's with exactly the listed values
-//!   replaced by `null` ([`check_rewrite`]); a clearly malformed figure is
-//!   listed and a record left with nothing sound collapses
-//!   ([`check_required`]);
+//!   replaced by `null`, none of them a sound figure no relation
+//!   contradicts ([`check_rewrite`]); a clearly malformed or contradicted
+//!   figure is listed and a record left with nothing sound and consistent
+//!   collapses ([`check_required`]);
 //! - SSE and NDJSON framing, and the walk that matches a client's stream to
 //!   the upstream's event by event ([`walk_stream`]).
 
@@ -485,6 +491,8 @@ pub const ANTHROPIC: Figures = &[
     ("/usage/output_tokens", Count),
     ("/usage/cache_creation_input_tokens", Count),
     ("/usage/cache_read_input_tokens", Count),
+    ("/usage/cache_creation/*", Count),
+    ("/usage/output_tokens_details/*", Count),
     ("/usage/server_tool_use/*", Count),
 ];
 /// `message_delta`: the message table without `/id`.
@@ -494,8 +502,465 @@ pub const ANTHROPIC_DELTA: Figures = &[
     ("/usage/output_tokens", Count),
     ("/usage/cache_creation_input_tokens", Count),
     ("/usage/cache_read_input_tokens", Count),
+    ("/usage/cache_creation/*", Count),
+    ("/usage/output_tokens_details/*", Count),
     ("/usage/server_tool_use/*", Count),
 ];
+/// `message_delta`'s counts are cumulative: a later one never falls below
+/// an earlier `message_delta`'s (`message_start`'s are no floor).
+pub const ANTHROPIC_RUNNING: &[&str] = &[
+    "/usage/input_tokens",
+    "/usage/output_tokens",
+    "/usage/cache_creation_input_tokens",
+    "/usage/cache_read_input_tokens",
+];
+
+// ---------------------------------------------------------------- relations
+
+/// What a provider defines a figure to be against others (README,
+/// "Relations between figures"), over the pointers of a table (a
+/// wildcard's member by its own pointer). Under the `provider` convention,
+/// the one every route of the property test has.
+#[derive(Debug, Clone, Copy)]
+pub enum Relation {
+    /// A part is at most its whole: judged when both are there.
+    AtMost {
+        name: &'static str,
+        part: &'static str,
+        whole: &'static str,
+    },
+    /// Parts together are at most their whole: judged when the whole and
+    /// one part are there, an absent part none of it.
+    PartsAtMost {
+        name: &'static str,
+        parts: &'static [&'static str],
+        whole: &'static str,
+    },
+    /// A total is exactly its terms (each there) and its optional terms
+    /// (an absent one none).
+    Sum {
+        name: &'static str,
+        total: &'static str,
+        terms: &'static [&'static str],
+        optional: &'static [&'static str],
+    },
+}
+
+use Relation::{AtMost, PartsAtMost, Sum};
+
+pub type Relations = &'static [Relation];
+
+/// `part <= whole`, for the tables below.
+const fn at_most(name: &'static str, part: &'static str, whole: &'static str) -> Relation {
+    AtMost { name, part, whole }
+}
+
+/// Chat and completions, whole and each streamed chunk: openai-python
+/// `types/completion_usage.py`.
+pub const OPENAI_CHAT_RELATIONS: Relations = &[
+    Sum {
+        name: "total_tokens=prompt_tokens+completion_tokens",
+        total: "/usage/total_tokens",
+        terms: &["/usage/prompt_tokens", "/usage/completion_tokens"],
+        optional: &[],
+    },
+    at_most(
+        "cached_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/cached_tokens",
+        "/usage/prompt_tokens",
+    ),
+    at_most(
+        "prompt_tokens_details.audio_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/audio_tokens",
+        "/usage/prompt_tokens",
+    ),
+    at_most(
+        "prompt_tokens_details.text_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/text_tokens",
+        "/usage/prompt_tokens",
+    ),
+    at_most(
+        "prompt_tokens_details.image_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/image_tokens",
+        "/usage/prompt_tokens",
+    ),
+    at_most(
+        "cache_write_tokens<=prompt_tokens",
+        "/usage/prompt_tokens_details/cache_write_tokens",
+        "/usage/prompt_tokens",
+    ),
+    at_most(
+        "reasoning_tokens<=completion_tokens",
+        "/usage/completion_tokens_details/reasoning_tokens",
+        "/usage/completion_tokens",
+    ),
+    PartsAtMost {
+        name: "prediction_tokens<=completion_tokens",
+        parts: &[
+            "/usage/completion_tokens_details/accepted_prediction_tokens",
+            "/usage/completion_tokens_details/rejected_prediction_tokens",
+        ],
+        whole: "/usage/completion_tokens",
+    },
+    at_most(
+        "completion_tokens_details.audio_tokens<=completion_tokens",
+        "/usage/completion_tokens_details/audio_tokens",
+        "/usage/completion_tokens",
+    ),
+    at_most(
+        "completion_tokens_details.text_tokens<=completion_tokens",
+        "/usage/completion_tokens_details/text_tokens",
+        "/usage/completion_tokens",
+    ),
+];
+/// OpenAI's `/embeddings` (on the `openai` dialect and Ollama's `/v1`;
+/// not TEI's nor a `/rerank`): `types/create_embedding_response.py`.
+pub const OPENAI_EMBED_RELATIONS: Relations = &[at_most(
+    "prompt_tokens<=total_tokens",
+    "/usage/prompt_tokens",
+    "/usage/total_tokens",
+)];
+/// The Responses API's response object: `types/responses/response_usage.py`.
+pub const OPENAI_RESPONSES_RELATIONS: Relations = &[
+    Sum {
+        name: "total_tokens=input_tokens+output_tokens",
+        total: "/usage/total_tokens",
+        terms: &["/usage/input_tokens", "/usage/output_tokens"],
+        optional: &[],
+    },
+    at_most(
+        "cached_tokens<=input_tokens",
+        "/usage/input_tokens_details/cached_tokens",
+        "/usage/input_tokens",
+    ),
+    at_most(
+        "cache_write_tokens<=input_tokens",
+        "/usage/input_tokens_details/cache_write_tokens",
+        "/usage/input_tokens",
+    ),
+    at_most(
+        "reasoning_tokens<=output_tokens",
+        "/usage/output_tokens_details/reasoning_tokens",
+        "/usage/output_tokens",
+    ),
+];
+/// A message's `usage` and a `message_delta`'s: anthropic-sdk-python
+/// `types/usage.py`, `output_tokens_details.py`. No cache figure is bounded
+/// by `input_tokens` (it counts only the uncached input).
+pub const ANTHROPIC_RELATIONS: Relations = &[
+    PartsAtMost {
+        name: "cache_creation<=cache_creation_input_tokens",
+        parts: &[
+            "/usage/cache_creation/ephemeral_5m_input_tokens",
+            "/usage/cache_creation/ephemeral_1h_input_tokens",
+        ],
+        whole: "/usage/cache_creation_input_tokens",
+    },
+    at_most(
+        "thinking_tokens<=output_tokens",
+        "/usage/output_tokens_details/thinking_tokens",
+        "/usage/output_tokens",
+    ),
+];
+
+/// Where a JSON text's figures are, which they are, and what they are
+/// defined to be against each other.
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    /// The pointer the table's pointers are below (`/message` for
+    /// `message_start`'s figures).
+    pub prefix: &'static str,
+    pub figures: Figures,
+    pub relations: Relations,
+    /// Streams: the figures that are running totals.
+    pub running: &'static [&'static str],
+}
+
+impl Table {
+    /// No figure at all.
+    pub const NONE: Table = Table::of(&[], &[]);
+
+    /// Figures at the root and their relations.
+    pub const fn of(figures: Figures, relations: Relations) -> Table {
+        Table {
+            prefix: "",
+            figures,
+            relations,
+            running: &[],
+        }
+    }
+
+    const fn under(mut self, prefix: &'static str) -> Table {
+        self.prefix = prefix;
+        self
+    }
+
+    const fn running(mut self, running: &'static [&'static str]) -> Table {
+        self.running = running;
+        self
+    }
+}
+
+impl Relation {
+    pub fn name(&self) -> &'static str {
+        match *self {
+            AtMost { name, .. } | PartsAtMost { name, .. } | Sum { name, .. } => name,
+        }
+    }
+
+    /// Every pointer it names, the whole or total first.
+    pub fn pointers(&self) -> Vec<&'static str> {
+        match *self {
+            AtMost { part, whole, .. } => vec![whole, part],
+            PartsAtMost { parts, whole, .. } => [&[whole][..], parts].concat(),
+            Sum {
+                total,
+                terms,
+                optional,
+                ..
+            } => [&[total][..], terms, optional].concat(),
+        }
+    }
+
+    /// Whether figures of these readings keep it, break it, or leave it
+    /// unjudged; `Unsure` when a figure it needs is one the oracle cannot
+    /// read for sure.
+    pub fn judge(&self, term: impl Fn(&str) -> Term) -> Judged {
+        // `need` must each be a count; `may` a count or absent (none),
+        // `one` of which must be there when asked.
+        let (need, may, one): (Vec<&str>, Vec<&str>, bool) = match *self {
+            AtMost { part, whole, .. } => (vec![part, whole], vec![], false),
+            PartsAtMost { parts, whole, .. } => (vec![whole], parts.to_vec(), true),
+            Sum {
+                total,
+                terms,
+                optional,
+                ..
+            } => ([&[total][..], terms].concat(), optional.to_vec(), false),
+        };
+        let need: Vec<Term> = need.into_iter().map(&term).collect();
+        let may: Vec<Term> = may.into_iter().map(&term).collect();
+        // `null` or malformed decides nothing, nor an absent needed figure,
+        // whatever an unclear one would be.
+        if need
+            .iter()
+            .any(|t| matches!(t, Term::Absent | Term::Unreadable))
+            || may.contains(&Term::Unreadable)
+            || (one && may.iter().all(|t| *t == Term::Absent))
+        {
+            return Judged::Unjudged;
+        }
+        if need.iter().chain(&may).any(|t| *t == Term::Unclear) {
+            return Judged::Unsure;
+        }
+        let count = |t: &Term| match t {
+            Term::Count(n) => u128::from(*n),
+            _ => 0,
+        };
+        let sum = |ts: &[Term]| ts.iter().map(count).sum::<u128>();
+        let breached = match *self {
+            AtMost { .. } => count(&need[0]) > count(&need[1]),
+            PartsAtMost { .. } => sum(&may) > count(&need[0]),
+            Sum { .. } => count(&need[0]) != sum(&need[1..]) + sum(&may),
+        };
+        if breached {
+            Judged::Breached
+        } else {
+            Judged::Holds
+        }
+    }
+}
+
+impl Relation {
+    /// The value of `target` at which the relation holds exactly, given
+    /// the others' (`value`: `Some(None)` absent, `None` present but no
+    /// sound count); `None` when the others leave it unjudged.
+    pub fn boundary(
+        &self,
+        target: &str,
+        value: impl Fn(&str) -> Option<Option<u64>>,
+    ) -> Option<i128> {
+        let count = |p: &str| value(p).flatten().map(i128::from);
+        let optional = |p: &str| value(p).map(|v| v.map_or(0, i128::from));
+        let others = |ps: &[&str], need: bool| -> Option<i128> {
+            ps.iter()
+                .filter(|p| **p != target)
+                .map(|p| if need { count(p) } else { optional(p) })
+                .sum()
+        };
+        match *self {
+            AtMost { part, whole, .. } if target == part => count(whole),
+            AtMost { part, .. } => count(part),
+            PartsAtMost { parts, whole, .. } if target == whole => {
+                // Judged only with one part there.
+                let there = parts.iter().any(|p| count(p).is_some());
+                others(parts, false).filter(|_| there)
+            }
+            PartsAtMost { parts, whole, .. } => Some(count(whole)? - others(parts, false)?),
+            Sum {
+                total,
+                terms,
+                optional: more,
+                ..
+            } => {
+                let sum = others(terms, true)? + others(more, false)?;
+                if target == total {
+                    Some(sum)
+                } else {
+                    Some(count(total)? - sum)
+                }
+            }
+        }
+    }
+}
+
+/// A figure as a relation reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Term {
+    Absent,
+    /// A well-formed count.
+    Count(u64),
+    /// `null` or malformed: not reported, so it cannot be read as none.
+    Unreadable,
+    /// A value the oracle cannot read for sure.
+    Unclear,
+}
+
+/// What a relation's judgement was.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Judged {
+    /// A figure it needs is not there (or not reported).
+    Unjudged,
+    Holds,
+    Breached,
+    Unsure,
+}
+
+/// What a figure sound alone becomes against the figures it is defined
+/// against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fate {
+    /// Every relation it is in holds or is not judged: it is reported.
+    Kept,
+    /// A relation it is in is breached: it is not reported.
+    Contradicted,
+    /// The oracle cannot tell.
+    Either,
+}
+
+/// The relations of a table over a document's figures, judged from their
+/// readings alone (a figure one relation contradicts still decides the
+/// others it is in).
+#[derive(Debug, Clone, Default)]
+pub struct Relating {
+    /// One per entry, in the order of [`entries`].
+    pub fates: Vec<Fate>,
+    /// The relations sure to hold, sure to be breached (their names).
+    pub held: Vec<&'static str>,
+    pub breached: Vec<&'static str>,
+}
+
+pub fn relate(doc: &Doc, text: &[u8], found: &[Entry], table: &Table) -> Relating {
+    let index = |pointer: &str| {
+        let pointer = format!("{}{pointer}", table.prefix);
+        found.iter().position(|e| e.pointer == pointer)
+    };
+    let term = |pointer: &str| match index(pointer).map(|i| &found[i]) {
+        None => Term::Absent,
+        Some(e) => match e.reading {
+            Reading::Sound => {
+                let raw = &text[doc.nodes[e.node].value.clone()];
+                Term::Count(String::from_utf8_lossy(raw).parse().unwrap())
+            }
+            Reading::Null | Reading::Malformed => Term::Unreadable,
+            Reading::Unclear => Term::Unclear,
+        },
+    };
+    let mut relating = Relating {
+        fates: vec![Fate::Kept; found.len()],
+        ..Relating::default()
+    };
+    let mut unsure: Vec<usize> = Vec::new();
+    for relation in table.relations {
+        let judged = relation.judge(term);
+        let involved = relation.pointers().into_iter().filter_map(index);
+        match judged {
+            Judged::Breached => {
+                relating.breached.push(relation.name());
+                for i in involved {
+                    relating.fates[i] = Fate::Contradicted;
+                }
+            }
+            Judged::Unsure => unsure.extend(involved),
+            Judged::Holds => relating.held.push(relation.name()),
+            Judged::Unjudged => {}
+        }
+    }
+    for i in unsure {
+        if relating.fates[i] == Fate::Kept {
+            relating.fates[i] = Fate::Either;
+        }
+    }
+    relating
+}
+
+/// Streams: the last value of each running total that an event reported
+/// (well-formed, and not contradicted in its event), to judge later
+/// events' by.
+#[derive(Debug, Clone, Default)]
+pub struct Running {
+    kept: Vec<(&'static str, Kept)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kept {
+    Value(u64),
+    /// The oracle cannot tell what was kept (an unclear value, an unsure
+    /// relation): later events' are judged either way.
+    Unknown,
+}
+
+impl Running {
+    /// What earlier events decide of this event's running totals, by the
+    /// pointer they are listed by (only those not kept for sure); then this
+    /// event's values are kept for the next.
+    pub fn judge(&mut self, text: &[u8], table: &Table) -> Vec<(String, Fate)> {
+        let mut out = Vec::new();
+        if table.running.is_empty() {
+            return out;
+        }
+        let Some(doc) = Doc::parse(text) else {
+            return out;
+        };
+        let found = entries(&doc, text, table.prefix, table.figures);
+        let relating = relate(&doc, text, &found, table);
+        for &figure in table.running {
+            let pointer = format!("{}{figure}", table.prefix);
+            let Some(i) = found.iter().position(|e| e.pointer == pointer) else {
+                continue;
+            };
+            let kept = self.kept.iter().position(|(f, _)| *f == figure);
+            let now = match (found[i].reading, relating.fates[i]) {
+                (Reading::Null | Reading::Malformed, _) | (_, Fate::Contradicted) => continue,
+                (Reading::Sound, Fate::Kept) => {
+                    let raw = &text[doc.nodes[found[i].node].value.clone()];
+                    Kept::Value(String::from_utf8_lossy(raw).parse().unwrap())
+                }
+                _ => Kept::Unknown,
+            };
+            match (kept.map(|k| self.kept[k].1), now) {
+                (None, _) => self.kept.push((figure, now)),
+                (Some(Kept::Value(last)), Kept::Value(value)) if value < last => {
+                    out.push((pointer, Fate::Contradicted));
+                }
+                (Some(Kept::Value(_)), _) => self.kept[kept.unwrap()].1 = now,
+                (Some(Kept::Unknown), _) => out.push((pointer, Fate::Either)),
+            }
+        }
+        out
+    }
+}
+
 pub const TEI_HEADERS: &[&str] = &[
     "x-compute-tokens",
     "x-compute-characters",
@@ -522,10 +987,11 @@ pub enum StreamKind {
     Responses,
 }
 
-/// A checked endpoint: its body figures, header figures and stream judge.
+/// A checked endpoint: its body figures and their relations, header
+/// figures and stream judge.
 #[derive(Debug, Clone, Copy)]
 pub struct Endpoint {
-    pub figures: Figures,
+    pub table: Table,
     pub headers: &'static [&'static str],
     pub stream: Option<StreamKind>,
 }
@@ -533,16 +999,16 @@ pub struct Endpoint {
 /// The endpoint probity checks at `path` (after the route prefix), as the
 /// README's tables say; `None` for one it passes unchecked.
 pub fn endpoint(dialect: &str, path: &str) -> Option<Endpoint> {
-    let body = |figures| {
+    let body = |figures, relations| {
         Some(Endpoint {
-            figures,
+            table: Table::of(figures, relations),
             headers: &[],
             stream: None,
         })
     };
-    let streamed = |figures, kind| {
+    let streamed = |figures, relations, kind| {
         Some(Endpoint {
-            figures,
+            table: Table::of(figures, relations),
             headers: &[],
             stream: Some(kind),
         })
@@ -556,31 +1022,43 @@ pub fn endpoint(dialect: &str, path: &str) -> Option<Endpoint> {
                     .rsplit_once("/responses/")
                     .is_some_and(|(_, id)| !id.contains('/')) =>
         {
-            streamed(OPENAI_RESPONSES, StreamKind::Responses)
+            streamed(
+                OPENAI_RESPONSES,
+                OPENAI_RESPONSES_RELATIONS,
+                StreamKind::Responses,
+            )
         }
         "openai" if ends("/chat/completions") || ends("/completions") => {
-            streamed(OPENAI_CHAT, StreamKind::OpenAi)
+            streamed(OPENAI_CHAT, OPENAI_CHAT_RELATIONS, StreamKind::OpenAi)
         }
-        "openai" if ends("/embeddings") || ends("/rerank") => body(OPENAI_EMBED),
-        "ollama" if ends("/api/chat") => streamed(OLLAMA_GEN, StreamKind::Ollama { chat: true }),
+        "openai" if ends("/embeddings") => body(OPENAI_EMBED, OPENAI_EMBED_RELATIONS),
+        "openai" if ends("/rerank") => body(OPENAI_EMBED, &[]),
+        "ollama" if ends("/api/chat") => {
+            streamed(OLLAMA_GEN, &[], StreamKind::Ollama { chat: true })
+        }
         "ollama" if ends("/api/generate") => {
-            streamed(OLLAMA_GEN, StreamKind::Ollama { chat: false })
+            streamed(OLLAMA_GEN, &[], StreamKind::Ollama { chat: false })
         }
-        "ollama" if ends("/v1/chat/completions") => streamed(OPENAI_CHAT, StreamKind::OpenAi),
-        "ollama" if ends("/api/embed") => body(OLLAMA_EMBED),
-        "ollama" if ends("/api/embeddings") => body(&[]),
-        "ollama" if ends("/v1/embeddings") => body(OPENAI_EMBED),
-        "cohere" if ends("/embed") => body(COHERE_EMBED),
-        "cohere" if ends("/rerank") => body(COHERE_RERANK),
-        "jina" if ends("/embeddings") || ends("/rerank") => body(JINA),
-        "tei" if ends("/embeddings") => body(OPENAI_EMBED),
+        "ollama" if ends("/v1/chat/completions") => {
+            streamed(OPENAI_CHAT, OPENAI_CHAT_RELATIONS, StreamKind::OpenAi)
+        }
+        "ollama" if ends("/api/embed") => body(OLLAMA_EMBED, &[]),
+        "ollama" if ends("/api/embeddings") => body(&[], &[]),
+        "ollama" if ends("/v1/embeddings") => body(OPENAI_EMBED, OPENAI_EMBED_RELATIONS),
+        "cohere" if ends("/embed") => body(COHERE_EMBED, &[]),
+        "cohere" if ends("/rerank") => body(COHERE_RERANK, &[]),
+        "jina" if ends("/embeddings") || ends("/rerank") => body(JINA, &[]),
+        // TEI's OpenAI-compatible `/embeddings`: TEI defines no relation.
+        "tei" if ends("/embeddings") => body(OPENAI_EMBED, &[]),
         "tei" if ends("/embed") || ends("/rerank") => Some(Endpoint {
-            figures: &[],
+            table: Table::NONE,
             headers: TEI_HEADERS,
             stream: None,
         }),
-        "voyage" if ends("/embeddings") || ends("/rerank") => body(VOYAGE),
-        "anthropic" if ends("/v1/messages") => streamed(ANTHROPIC, StreamKind::Anthropic),
+        "voyage" if ends("/embeddings") || ends("/rerank") => body(VOYAGE, &[]),
+        "anthropic" if ends("/v1/messages") => {
+            streamed(ANTHROPIC, ANTHROPIC_RELATIONS, StreamKind::Anthropic)
+        }
         _ => None,
     }
 }
@@ -667,11 +1145,35 @@ pub fn read_header(value: &[u8]) -> Reading {
     }
 }
 
-/// Whether probity names a wildcard member by its key (otherwise by the
-/// wildcard pointer itself).
-pub fn plain_key(key: &str) -> bool {
-    key.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+/// Whether a key (its JSON text, quotes included) reads exactly, with no
+/// lone surrogate escape: probity names a wildcard member by such a key
+/// (`~` and `/` escaped), and one that does not by the wildcard pointer.
+pub fn exact_key(raw: &[u8]) -> bool {
+    let unit = |at: usize| {
+        let hex = raw.get(at + 2..at + 6)?;
+        (raw.get(at..at + 2) == Some(&b"\\u"[..]))
+            .then(|| u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok())
+            .flatten()
+    };
+    let mut at = 0;
+    while at < raw.len() {
+        if raw[at] != b'\\' {
+            at += 1;
+            continue;
+        }
+        match unit(at) {
+            Some(0xD800..=0xDBFF) if matches!(unit(at + 6), Some(0xDC00..=0xDFFF)) => at += 12,
+            Some(0xD800..=0xDFFF) => return false,
+            Some(_) => at += 6,
+            None => at += 2,
+        }
+    }
+    true
+}
+
+/// A member's pointer under `record`, as probity lists it.
+fn member_pointer(record: &str, key: &str) -> String {
+    format!("{record}/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
 /// One concrete figure found in a document.
@@ -698,8 +1200,9 @@ pub fn entries(doc: &Doc, text: &[u8], prefix: &str, figures: Figures) -> Vec<En
                     continue;
                 }
                 for (key, node) in doc.members(at) {
-                    let listed = if plain_key(&key) {
-                        format!("{record}/{key}")
+                    let raw = doc.nodes[node].key.clone().map(|k| &text[k]);
+                    let listed = if raw.is_some_and(exact_key) {
+                        member_pointer(record, &key)
                     } else {
                         pointer.clone()
                     };
@@ -778,10 +1281,34 @@ pub fn parse_listing(text: &str) -> Listing {
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
-            .map(str::to_owned)
+            .map(unfragment)
             .collect(),
         more,
     }
+}
+
+/// A pointer from its URI-fragment form (RFC 6901 §6: `%XX` a byte).
+fn unfragment(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[at], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `text` with each span replaced by `null`; spans inside another are
@@ -800,6 +1327,61 @@ pub fn null_spans(text: &[u8], spans: &[Range<usize>]) -> Vec<u8> {
     splice(text, &edits)
 }
 
+/// A document's figures: read alone ([`entries`]), what their relations
+/// decide of each in the document (`alone`), and with what earlier events
+/// decide of a stream's running totals (`settled`).
+struct Figured {
+    found: Vec<Entry>,
+    alone: Vec<Fate>,
+    settled: Vec<Fate>,
+}
+
+fn figured(doc: &Doc, text: &[u8], table: &Table, earlier: &[(String, Fate)]) -> Figured {
+    let found = entries(doc, text, table.prefix, table.figures);
+    let alone = relate(doc, text, &found, table).fates;
+    let settled = found
+        .iter()
+        .zip(&alone)
+        .map(|(entry, fate)| {
+            let before = earlier
+                .iter()
+                .find(|(p, _)| *p == entry.pointer)
+                .map_or(Fate::Kept, |(_, f)| *f);
+            match (*fate, before) {
+                (Fate::Contradicted, _) | (_, Fate::Contradicted) => Fate::Contradicted,
+                (Fate::Either, _) | (_, Fate::Either) => Fate::Either,
+                _ => Fate::Kept,
+            }
+        })
+        .collect();
+    Figured {
+        found,
+        alone,
+        settled,
+    }
+}
+
+/// The names of the breached relations entry `i` is in, for a message.
+fn contradicting(doc: &Doc, text: &[u8], found: &[Entry], table: &Table, i: usize) -> String {
+    let breached = relate(doc, text, found, table).breached;
+    let mine: Vec<&str> = table
+        .relations
+        .iter()
+        .filter(|r| breached.contains(&r.name()))
+        .filter(|r| {
+            r.pointers()
+                .iter()
+                .any(|p| format!("{}{p}", table.prefix) == found[i].pointer)
+        })
+        .map(Relation::name)
+        .collect();
+    if mine.is_empty() {
+        "below an earlier event's".to_string()
+    } else {
+        mine.join(", ")
+    }
+}
+
 /// Checks a rewrite: every listed pointer names a figure or a record of the
 /// table, none nulls a clearly sound figure or collapses a record that keeps
 /// one, and `got` is `text` with exactly the listed values nulled.
@@ -807,9 +1389,10 @@ pub fn check_rewrite(
     text: &[u8],
     got: &[u8],
     listing: &Listing,
-    prefix: &str,
-    figures: Figures,
+    table: &Table,
+    earlier: &[(String, Fate)],
 ) -> Vec<Problem> {
+    let (prefix, figures) = (table.prefix, table.figures);
     let mut problems = Vec::new();
     let Some(doc) = Doc::parse_body(text) else {
         problems.push(problem(
@@ -818,7 +1401,11 @@ pub fn check_rewrite(
         ));
         return problems;
     };
-    let found = entries(&doc, text, prefix, figures);
+    let Figured {
+        found,
+        alone,
+        settled,
+    } = figured(&doc, text, table, earlier);
     let record_list = records(prefix, figures);
     let mut spans: Vec<Range<usize>> = Vec::new();
     let mut wildcards: Vec<String> = Vec::new();
@@ -845,20 +1432,29 @@ pub fn check_rewrite(
         let raw = &text[doc.nodes[node].value.clone()];
         if record_list.contains(pointer) {
             if doc.nodes[node].kind == Kind::Object {
-                if let Some(sound) = found
-                    .iter()
-                    .find(|e| doc.within(e.node, node) && e.reading == Reading::Sound)
-                {
+                // A running total that fell is judged after the records
+                // are: it keeps its record.
+                if let Some(sound) = found.iter().zip(&alone).find(|(e, fate)| {
+                    doc.within(e.node, node) && e.reading == Reading::Sound && **fate == Fate::Kept
+                }) {
                     problems.push(problem(
                         "a record keeping a sound figure collapsed",
-                        format!("{pointer} was listed though {} is sound", sound.pointer),
+                        format!(
+                            "{pointer} was listed though {} is sound and consistent",
+                            sound.0.pointer
+                        ),
                     ));
                 }
             }
-        } else if let Some(entry) = found.iter().find(|e| e.node == node) {
-            if entry.reading == Reading::Sound {
+        } else if let Some(i) = found.iter().position(|e| e.node == node) {
+            if found[i].reading == Reading::Sound && settled[i] == Fate::Kept {
+                let kind = if table.relations.is_empty() {
+                    "a sound figure was nulled"
+                } else {
+                    "a sound figure no relation contradicts was nulled"
+                };
                 problems.push(problem(
-                    "a sound figure was nulled",
+                    kind,
                     format!("{pointer} = {}", String::from_utf8_lossy(raw)),
                 ));
             }
@@ -869,7 +1465,8 @@ pub fn check_rewrite(
         return problems;
     }
     // What `*` and `;+N more` stand for is searched: each wildcard one
-    // member of its record whose key is not plain, `more` any figures.
+    // member of its record whose key does not read exactly, `more` any
+    // figures.
     let mut slots: Vec<Vec<Range<usize>>> = Vec::new();
     for record in &wildcards {
         let members = doc
@@ -877,7 +1474,10 @@ pub fn check_rewrite(
             .map(|r| {
                 doc.members(r)
                     .into_iter()
-                    .filter(|(k, _)| !plain_key(k))
+                    .filter(|(_, n)| {
+                        let raw = doc.nodes[*n].key.clone().map(|k| &text[k]);
+                        !raw.is_some_and(exact_key)
+                    })
                     .map(|(_, n)| doc.nodes[n].value.clone())
                     .collect()
             })
@@ -955,27 +1555,47 @@ pub fn differ_text(got: &[u8], want: &[u8]) -> String {
 }
 
 /// Checks what the README requires whatever else happens: every clearly
-/// malformed figure is listed, and a record whose figures are all clearly
-/// malformed or `null` (one malformed at least) collapses.
+/// malformed or contradicted figure is listed, and a record whose figures
+/// are all clearly malformed, contradicted or `null` (one malformed or
+/// contradicted at least) collapses.
 pub fn check_required(
     text: &[u8],
     listed: &[String],
-    prefix: &str,
-    figures: Figures,
+    table: &Table,
+    earlier: &[(String, Fate)],
 ) -> Vec<Problem> {
+    let (prefix, figures) = (table.prefix, table.figures);
     let mut problems = Vec::new();
     let Some(doc) = Doc::parse_body(text) else {
         return problems;
     };
-    let found = entries(&doc, text, prefix, figures);
-    for entry in &found {
+    let Figured {
+        found,
+        alone,
+        settled,
+    } = figured(&doc, text, table, earlier);
+    for (i, entry) in found.iter().enumerate() {
+        let value = || short_bytes(&text[doc.nodes[entry.node].value.clone()]);
         if entry.reading == Reading::Malformed && !listed.contains(&entry.pointer) {
             problems.push(problem(
                 "a malformed figure was not listed",
+                format!("{} = {} is not in {listed:?}", entry.pointer, value()),
+            ));
+        }
+        let contradicted = entry.reading == Reading::Sound && settled[i] == Fate::Contradicted;
+        if contradicted && !listed.contains(&entry.pointer) {
+            let relations = contradicting(&doc, text, &found, table, i);
+            let kind = if alone[i] == Fate::Contradicted {
+                "a contradicted figure was not listed"
+            } else {
+                "a running total that fell was not listed"
+            };
+            problems.push(problem(
+                kind,
                 format!(
-                    "{} = {} is not in {listed:?}",
+                    "{} = {} ({relations}) is not in {listed:?}",
                     entry.pointer,
-                    short_bytes(&text[doc.nodes[entry.node].value.clone()])
+                    value()
                 ),
             ));
         }
@@ -1002,11 +1622,20 @@ pub fn check_required(
                         && &text[doc.nodes[n].value.clone()] != b"null"
                 })
         });
-        let inside: Vec<&Entry> = found.iter().filter(|e| doc.within(e.node, node)).collect();
-        let lost = inside.iter().any(|e| e.reading == Reading::Malformed);
-        let rest_gone = inside
+        // What its figures are alone and against each other in the event
+        // (a running total that fell is judged after the records are).
+        let inside: Vec<(Reading, Fate)> = found
             .iter()
-            .all(|e| matches!(e.reading, Reading::Malformed | Reading::Null));
+            .zip(&alone)
+            .filter(|(e, _)| doc.within(e.node, node))
+            .map(|(e, fate)| (e.reading, *fate))
+            .collect();
+        let gone = |(reading, fate): &(Reading, Fate)| {
+            *reading == Reading::Malformed
+                || (*reading == Reading::Sound && *fate == Fate::Contradicted)
+        };
+        let lost = inside.iter().any(gone);
+        let rest_gone = inside.iter().all(|e| gone(e) || e.0 == Reading::Null);
         if lost && rest_gone && !nested_broken && !listed.contains(&record) {
             problems.push(problem(
                 "a record left with no sound figure did not collapse",
@@ -1176,20 +1805,16 @@ pub fn ndjson_data(raw: &[u8]) -> &[u8] {
 #[derive(Debug, Clone)]
 pub enum Rule {
     /// Passes as it came (a comment, `[DONE]`, an error, an event type
-    /// that is not judged, a blank line, an incomplete SSE tail).
+    /// that is not judged, a blank line), or may (an incomplete SSE tail
+    /// that is not an event).
     Untouched,
     /// Judged on invariants the oracle does not model (Anthropic block
     /// indices, Ollama's shape): may break the stream, never rewritten
     /// but for its figures.
-    Unmodeled {
-        figures: Option<(&'static str, Figures)>,
-    },
-    /// Its figures are judged.
-    Figures {
-        data: Vec<u8>,
-        prefix: &'static str,
-        figures: Figures,
-    },
+    Unmodeled { figures: Option<Table> },
+    /// Its figures are judged, against each other and (running totals)
+    /// against earlier events'.
+    Figures { data: Vec<u8>, table: Table },
     /// It must break the stream: `invalid_json`, `stream_after_done`.
     Breaks(&'static str),
 }
@@ -1200,10 +1825,6 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
     let mut out = Vec::new();
     for (range, complete) in split_events(framing, body) {
         let raw = &body[range];
-        if !complete {
-            out.push(Rule::Untouched);
-            continue;
-        }
         let rule = match kind {
             StreamKind::OpenAi => {
                 let event = parse_sse(raw);
@@ -1221,8 +1842,7 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                             } else {
                                 Rule::Figures {
                                     data,
-                                    prefix: "",
-                                    figures: OPENAI_CHAT,
+                                    table: Table::of(OPENAI_CHAT, OPENAI_CHAT_RELATIONS),
                                 }
                             }
                         }
@@ -1250,16 +1870,16 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                             match doc.child(0, "message") {
                                 Some(m) if doc.nodes[m].kind == Kind::Object => Rule::Figures {
                                     data,
-                                    prefix: "/message",
-                                    figures: ANTHROPIC,
+                                    table: Table::of(ANTHROPIC, ANTHROPIC_RELATIONS)
+                                        .under("/message"),
                                 },
                                 _ => Rule::Unmodeled { figures: None },
                             }
                         }
                         "message_delta" => Rule::Figures {
                             data,
-                            prefix: "",
-                            figures: ANTHROPIC_DELTA,
+                            table: Table::of(ANTHROPIC_DELTA, ANTHROPIC_RELATIONS)
+                                .running(ANTHROPIC_RUNNING),
                         },
                         _ => Rule::Unmodeled { figures: None },
                     },
@@ -1298,8 +1918,11 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                                             done = TERMINAL.contains(&kind.as_str());
                                             Rule::Figures {
                                                 data,
-                                                prefix: "/response",
-                                                figures: OPENAI_RESPONSES,
+                                                table: Table::of(
+                                                    OPENAI_RESPONSES,
+                                                    OPENAI_RESPONSES_RELATIONS,
+                                                )
+                                                .under("/response"),
                                             }
                                         }
                                         _ => Rule::Breaks("response_event_invalid"),
@@ -1338,12 +1961,11 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                                 done = flag == Some(b"true");
                                 Rule::Figures {
                                     data: data.to_vec(),
-                                    prefix: "",
-                                    figures: OLLAMA_GEN,
+                                    table: Table::of(OLLAMA_GEN, &[]),
                                 }
                             } else {
                                 Rule::Unmodeled {
-                                    figures: Some(("", OLLAMA_GEN)),
+                                    figures: Some(Table::of(OLLAMA_GEN, &[])),
                                 }
                             }
                         }
@@ -1351,6 +1973,13 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                     }
                 }
             }
+        };
+        // A tail cut before its blank line is judged as a final event when
+        // the upstream ends (a client drops it): its figures are judged,
+        // and it may break the stream, or not.
+        let rule = match rule {
+            Rule::Breaks(_) if !complete => Rule::Untouched,
+            rule => rule,
         };
         out.push(rule);
     }
@@ -1411,9 +2040,16 @@ pub fn walk_stream(
     let theirs = split_events(framing, upstream);
     let ours = split_events(framing, got);
     let rules = rules(kind, framing, upstream);
+    let mut running = Running::default();
     let mut j = 0;
     for (i, ((range, _), rule)) in theirs.iter().zip(&rules).enumerate() {
         let want = &upstream[range.clone()];
+        // What earlier events decide of this one's running totals (probity
+        // judges every event up to where it cuts the stream).
+        let earlier = match rule {
+            Rule::Figures { data, table } => running.judge(data, table),
+            _ => Vec::new(),
+        };
         // The output contract's verdict (a request that declares tools or
         // a format) is a comment of its own before the terminal event: the
         // tool-call and contract suites judge it, not this oracle.
@@ -1438,13 +2074,8 @@ pub fn walk_stream(
         if have == want {
             reading.identical += 1;
             j += 1;
-            if let Rule::Figures {
-                data,
-                prefix,
-                figures,
-            } = rule
-            {
-                for mut p in check_required(data, &[], prefix, figures) {
+            if let Rule::Figures { data, table } = rule {
+                for mut p in check_required(data, &[], table, &earlier) {
                     p.kind = format!("stream: {} (event passed unchanged)", p.kind);
                     p.detail = format!("event {i}: {}", p.detail);
                     reading.problems.push(p);
@@ -1464,8 +2095,8 @@ pub fn walk_stream(
             return reading;
         }
         let rewritten = match framing {
-            Framing::Sse => rewritten_sse(i, want, have, rule),
-            Framing::Ndjson => rewritten_ndjson(i, want, have, rule),
+            Framing::Sse => rewritten_sse(i, want, have, rule, &earlier),
+            Framing::Ndjson => rewritten_ndjson(i, want, have, rule, &earlier),
         };
         match rewritten {
             Some(problems) => {
@@ -1481,6 +2112,14 @@ pub fn walk_stream(
                 return reading;
             }
         }
+    }
+    // The verdict of an answer that never reached its terminal event comes
+    // at the stream's end.
+    while ours
+        .get(j)
+        .is_some_and(|(r, _)| got[r.clone()].starts_with(b": probity-output "))
+    {
+        j += 1;
     }
     if j < ours.len() {
         let rest = &got[ours[j].0.start..];
@@ -1500,17 +2139,19 @@ pub fn walk_stream(
 
 /// `None` when `have` is no rewrite at all (no `probity-normalized`
 /// comment); otherwise what is wrong with the rewrite.
-fn rewritten_sse(i: usize, want: &[u8], have: &[u8], rule: &Rule) -> Option<Vec<Problem>> {
+fn rewritten_sse(
+    i: usize,
+    want: &[u8],
+    have: &[u8],
+    rule: &Rule,
+    earlier: &[(String, Fate)],
+) -> Option<Vec<Problem>> {
     let first = lines(have).into_iter().next()?;
     let list = first.text.strip_prefix(b": probity-normalized ")?;
     let listing = parse_listing(&String::from_utf8_lossy(list));
     let mut problems = Vec::new();
-    let (data, prefix, figures) = match rule {
-        Rule::Figures {
-            data,
-            prefix,
-            figures,
-        } => (data.clone(), *prefix, *figures),
+    let (data, table) = match rule {
+        Rule::Figures { data, table } => (data.clone(), table),
         _ => {
             problems.push(problem(
                 "stream: an event that carries no judged figures was rewritten",
@@ -1522,12 +2163,12 @@ fn rewritten_sse(i: usize, want: &[u8], have: &[u8], rule: &Rule) -> Option<Vec<
     let before = parse_sse(want);
     let after = parse_sse(&have[first.text.len() + first.end.len()..]);
     let new_data = after.data.clone().unwrap_or_default();
-    for mut p in check_rewrite(&data, &new_data, &listing, prefix, figures) {
+    for mut p in check_rewrite(&data, &new_data, &listing, table, earlier) {
         p.kind = format!("stream: {}", p.kind);
         p.detail = format!("event {i}: {}", p.detail);
         problems.push(p);
     }
-    for mut p in check_required(&data, &listing.pointers, prefix, figures) {
+    for mut p in check_required(&data, &listing.pointers, table, earlier) {
         p.kind = format!("stream: {}", p.kind);
         p.detail = format!("event {i}: {}", p.detail);
         problems.push(p);
@@ -1560,15 +2201,18 @@ fn rewritten_sse(i: usize, want: &[u8], have: &[u8], rule: &Rule) -> Option<Vec<
 
 /// NDJSON has no comment: the rewrite is found by trying which figures
 /// were nulled.
-fn rewritten_ndjson(i: usize, want: &[u8], have: &[u8], rule: &Rule) -> Option<Vec<Problem>> {
-    let (data, prefix, figures) = match rule {
-        Rule::Figures {
-            data,
-            prefix,
-            figures,
-        } => (data.as_slice(), *prefix, *figures),
+fn rewritten_ndjson(
+    i: usize,
+    want: &[u8],
+    have: &[u8],
+    rule: &Rule,
+    earlier: &[(String, Fate)],
+) -> Option<Vec<Problem>> {
+    let (data, table) = match rule {
+        Rule::Figures { data, table } => (data.as_slice(), table),
         _ => return None,
     };
+    let (prefix, figures) = (table.prefix, table.figures);
     let doc = Doc::parse(data)?;
     let found = entries(&doc, data, prefix, figures);
     let mut candidates: Vec<(String, Range<usize>)> = found
@@ -1601,9 +2245,9 @@ fn rewritten_ndjson(i: usize, want: &[u8], have: &[u8], rule: &Rule) -> Option<V
             more: 0,
         };
         let mut problems = Vec::new();
-        for mut p in check_rewrite(data, new_data, &listing, prefix, figures)
+        for mut p in check_rewrite(data, new_data, &listing, table, earlier)
             .into_iter()
-            .chain(check_required(data, &listing.pointers, prefix, figures))
+            .chain(check_required(data, &listing.pointers, table, earlier))
         {
             p.kind = format!("stream: {}", p.kind);
             p.detail = format!("line {i}: {}", p.detail);

@@ -366,7 +366,14 @@ impl StreamJudge {
             )
         };
         self.findings.output = Some((contract.task.clone(), verdict));
-        if self.comments {
+        // After a stream cut inside a line, a comment would join that line
+        // (and end an event the client would drop as incomplete): the
+        // verdict is then in the findings only.
+        let cut_mid_line = out
+            .back()
+            .and_then(|last| last.last())
+            .is_some_and(|b| !matches!(b, b'\n' | b'\r'));
+        if self.comments && !cut_mid_line {
             out.push_back(Bytes::from(line));
         }
     }
