@@ -399,7 +399,6 @@ impl RouteConfig {
         let mut problem = |key: &str, message: String| {
             problems.push(Problem::new(format!("{path}.{key}"), message));
         };
-
         if let Err(why) = check_name(&self.name) {
             problem("name", why.into());
         }

@@ -39,6 +39,9 @@ struct Faults {
     malformed_usage: Option<usize>,
     /// This call omits `total_tokens`.
     missing_total: Option<usize>,
+    /// This call's `prompt_tokens` is above its `total_tokens`: each is
+    /// well-formed, and together they contradict each other.
+    contradicting: Option<usize>,
     /// This call's id is a number.
     malformed_id: Option<usize>,
     /// This call drops its last vector.
@@ -72,6 +75,9 @@ async fn provider(calls: Arc<Mutex<Calls>>, faults: Faults) -> Upstream {
         let usage = match (faults.malformed_usage == Some(n), faults.missing_total == Some(n)) {
             (true, _) => format!(r#"{{"prompt_tokens": "{tokens}", "total_tokens": {tokens}}}"#),
             (_, true) => format!(r#"{{"prompt_tokens": {tokens}}}"#),
+            _ if faults.contradicting == Some(n) => {
+                format!(r#"{{"prompt_tokens": {}, "total_tokens": {tokens}}}"#, tokens + 1)
+            }
             _ => format!(r#"{{"prompt_tokens": {tokens}, "total_tokens": {tokens}}}"#),
         };
         let id = if faults.malformed_id == Some(n) { "7".to_string() } else { format!("\"emb-{}\"", inputs[0]) };
@@ -227,6 +233,47 @@ async fn a_figure_malformed_or_missing_in_one_chunk_is_null_never_a_partial_sum(
         body["data"].as_array().unwrap().len(),
         250,
         "sound vectors are kept"
+    );
+}
+
+/// A chunk whose figures contradict each other (prompt_tokens above
+/// total_tokens) reported neither: their stitched sums are not reported,
+/// though every other chunk's were sound and the sums would be too.
+#[tokio::test]
+async fn a_chunk_whose_figures_contradict_each_other_reports_none_to_the_sum() {
+    let calls = Arc::new(Mutex::new(Calls::default()));
+    let faults = Faults {
+        contradicting: Some(1),
+        ..Faults::default()
+    };
+    let upstream = provider(calls.clone(), faults).await;
+    let settings = format!("max_batch_inputs = {LIMIT}\nmax_chunk_concurrency = 1\n");
+    let probity = Probity::start(&config(
+        "",
+        &route("openai", "/openai", &upstream.url(), "openai", &settings),
+    ));
+    let request = serde_json::json!({"input": batch(250)}).to_string();
+    let got = post(&probity.url("/openai/v1/embeddings"), request).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let body = got.json();
+    assert!(
+        body["usage"]["prompt_tokens"].is_null(),
+        "{}",
+        body["usage"]
+    );
+    assert!(body["usage"]["total_tokens"].is_null(), "{}", body["usage"]);
+    assert_eq!(
+        got.header("probity-normalized"),
+        Some("/usage/prompt_tokens,/usage/total_tokens")
+    );
+    assert_eq!(body["data"].as_array().unwrap().len(), 250);
+    let metrics = get(&probity.admin_url("/metrics")).await.text();
+    assert_eq!(
+        metric_value(
+            &metrics,
+            r#"probity_figure_contradictions_total{route="openai",relation="prompt_tokens<=total_tokens"}"#
+        ),
+        Some(1.0)
     );
 }
 
