@@ -94,11 +94,18 @@ pub(crate) struct Pool {
 /// any is parked, so an idle proxy runs none.
 #[derive(Default)]
 struct Parking {
-    connections: Mutex<Vec<ParkedConnection>>,
+    connections: Mutex<Lot>,
     reaping: AtomicBool,
+}
+
+/// What the parking's one lock guards: parking an answer's connection
+/// takes it once, and reads both.
+#[derive(Default)]
+struct Lot {
+    connections: Vec<ParkedConnection>,
     /// Until when no answer's connection is parked: the upstream was seen
     /// closing them right after their answers.
-    closing: Mutex<Option<Instant>>,
+    closing: Option<Instant>,
 }
 
 /// A parked connection found closed this soon after its answer was closed
@@ -238,7 +245,8 @@ impl Pool {
                 return Some(Sender::Http2(shared.clone()));
             }
         }
-        let mut parked = lock(&self.parked.connections);
+        let mut lot = lock(&self.parked.connections);
+        let parked = &mut lot.connections;
         let now = Instant::now();
         let mut closed_after_answer = false;
         let mut i = parked.len();
@@ -260,9 +268,9 @@ impl Pool {
                 break Some(Sender::Http1(taken.sender, taken.socket));
             }
         };
-        drop(parked);
         if closed_after_answer {
-            *lock(&self.parked.closing) = Some(now + UNPARKED_FOR);
+            lot.closing = Some(now + UNPARKED_FOR);
+            drop(lot);
             tracing::debug!(
                 "the upstream closes its connections after each answer without saying so: \
                  one is opened a request for the next {} s",
@@ -373,9 +381,9 @@ async fn reap(parked: Weak<Parking>) {
             return;
         };
         let now = Instant::now();
-        let mut connections = lock(&parked.connections);
-        connections.retain(|entry| !entry.stale(now));
-        if connections.is_empty() {
+        let mut lot = lock(&parked.connections);
+        lot.connections.retain(|entry| !entry.stale(now));
+        if lot.connections.is_empty() {
             // Under the list's lock, as parking checks it: a connection
             // parked after this starts a reaper of its own.
             parked.reaping.store(false, Ordering::Release);
@@ -397,20 +405,18 @@ impl Release {
             return;
         }
         let now = Instant::now();
-        if lock(&self.parked.closing).is_some_and(|until| now < until) {
+        let mut lot = lock(&self.parked.connections);
+        let closing = lot.closing.is_some_and(|until| now < until);
+        if closing || lot.connections.len() >= MAX_PARKED {
             return;
         }
-        let mut connections = lock(&self.parked.connections);
-        if connections.len() >= MAX_PARKED {
-            return;
-        }
-        connections.push(ParkedConnection {
+        lot.connections.push(ParkedConnection {
             sender: self.sender,
             socket: self.socket,
             used: now,
         });
         let start = !self.parked.reaping.swap(true, Ordering::AcqRel);
-        drop(connections);
+        drop(lot);
         if start {
             drop(tokio::spawn(reap(Arc::downgrade(&self.parked))));
         }
