@@ -98,10 +98,18 @@ pub(crate) enum ProxyError {
     /// the provider's, so never counted against it.
     #[error("probity failed while handling this request: {what}")]
     Internal { what: String },
+    /// The admin listener: an answer not ready within its deadline (a
+    /// capture store slower than it, most likely): never the client's fault.
+    #[error("the admin listener did not answer within {} s", after.as_secs())]
+    AdminTimeout { after: std::time::Duration },
 }
 
 /// Seconds a client should wait before retrying an overloaded proxy.
 const RETRY_AFTER_SECONDS: &str = "1";
+
+/// Seconds before asking a slow admin listener again (a capture store
+/// that is slow now is seldom fast a second later).
+const ADMIN_RETRY_AFTER_SECONDS: &str = "5";
 
 /// Whether a client should retry: read by the openai and anthropic SDKs.
 pub(crate) const X_SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
@@ -210,6 +218,7 @@ impl ProxyError {
             ProxyError::Forward(ForwardError::Timeout { .. }) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Forward(_) | ProxyError::InvalidResponse(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            ProxyError::AdminTimeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -238,6 +247,7 @@ impl ProxyError {
             ProxyError::Forward(ForwardError::TooLarge { .. }) => "upstream_response_too_large",
             ProxyError::InvalidResponse(_) => "provider_invalid_response",
             ProxyError::Internal { .. } => "internal_error",
+            ProxyError::AdminTimeout { .. } => "admin_timeout",
         }
     }
 
@@ -318,6 +328,10 @@ impl ProxyError {
             ProxyError::Internal { .. } => format!(
                 "{self}; this is a fault in probity, not in the provider: retry the request, \
                  and report it with this request id and probity's log (route {route})"
+            ),
+            ProxyError::AdminTimeout { .. } => format!(
+                "{self}: retry after {ADMIN_RETRY_AFTER_SECONDS} s; if it keeps happening, check \
+                 the capture store's health (a bucket's latency, a full or slow disk)"
             ),
         }
     }
@@ -425,6 +439,12 @@ impl ProxyError {
                 headers.insert(
                     WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"probity admin\""),
+                );
+            }
+            ProxyError::AdminTimeout { .. } => {
+                headers.insert(
+                    RETRY_AFTER,
+                    HeaderValue::from_static(ADMIN_RETRY_AFTER_SECONDS),
                 );
             }
             // SDKs retry a 5xx by default: each retry of a corrupt answer is

@@ -29,25 +29,37 @@
 //! - `GET /captures/{request_id}`: one capture's verbatim upstream body, with
 //!   its content type; the upstream status and headers are in
 //!   `probity-upstream-status` and `probity-upstream-<header name>`.
+//!
+//! Around those answers sit tower-http's layers ([`layered`]): gzip when
+//! the client accepts it (Prometheus's scraper does), `Authorization`
+//! marked sensitive, a deadline on each answer, and a panic caught; a
+//! timeout or a panic is answered in probity's error shape.
 
 mod page;
 mod view;
 
+use std::any::Any;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
+use tower::{BoxError, Service, ServiceBuilder};
+use tower_http::body::UnsyncBoxBody;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
+use tower_http::compression::{CompressionBody, CompressionLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 
 use crate::capture::{Captures, Meta, Query, Stored};
 use crate::error::{Answering, ProxyError, RequestError};
@@ -69,6 +81,18 @@ pub(crate) type Gate = Arc<dyn Fn(&HeaderMap) -> Result<(), (AdminRefusal, Strin
 /// How long an admin connection may take over its request head (and an
 /// idle one stay open): a scraper or a browser sends one at once.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one admin answer may take to be ready: above a capture bucket's
+/// own 30 s deadline for one request (`capture::buckets`), so the store's
+/// own, more precise error comes first; below what a person or a scraper
+/// waits for. Sending the body is not counted: every answer is whole in
+/// memory once ready (a capture is at most a route's `max_response_bytes`),
+/// so a large download over a slow link is never cut.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Answers smaller than this go as they are: gzip's own header and trailer
+/// would eat most of what it saves.
+const COMPRESS_ABOVE_BYTES: u16 = 256;
 
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -113,7 +137,7 @@ pub(crate) async fn serve(
         let routes = routes.clone();
         let gate = gate.clone();
         let first = headed.clone();
-        let service = service_fn(move |request: Request<Incoming>| {
+        let service = tower::service_fn(move |request: Request<Incoming>| {
             first.store(true, Ordering::Relaxed);
             let (ready, metrics, captures, reload, started, routes) = (
                 ready.clone(),
@@ -145,11 +169,97 @@ pub(crate) async fn serve(
         });
         tokio::spawn(connection(
             stream,
-            service,
+            TowerToHyperService::new(layered(service, ANSWER_TIMEOUT)),
             protocols.clone(),
             (due, headed),
         ));
     }
+}
+
+/// An admin answer's body once the layers have had it.
+type LayeredBody = CompressionBody<UnsyncBoxBody<Bytes, BoxError>>;
+
+/// The admin's cross-cutting concerns as tower's and tower-http's layers
+/// around what answers (`inner`), outermost first. Nothing here is on the
+/// proxy path (docs/src/contributing/request-path.md says why): an admin
+/// answer has no route, dialect or stream to keep.
+fn layered<S, B>(
+    inner: S,
+    timeout: Duration,
+) -> impl Service<
+    Request<B>,
+    Response = Response<LayeredBody>,
+    Error = BoxError,
+    Future: Send + 'static,
+> + Clone
+       + Send
+       + 'static
+where
+    S: Service<Request<B>, Response = Response<Full<Bytes>>, Error = Infallible>,
+    S: Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    ServiceBuilder::new()
+        // First, so that no layer below (a log, a trace) prints the token.
+        .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION]))
+        .layer(CompressionLayer::new().compress_when(compressible()))
+        .layer(CatchPanicLayer::custom(panicked))
+        // The inner service cannot fail: the only error is the deadline's,
+        // answered here, so no error reaches hyper.
+        .map_result(move |answered: Result<_, BoxError>| {
+            Ok::<_, BoxError>(answered.unwrap_or_else(|_| timed_out(timeout)))
+        })
+        .timeout(timeout)
+        .service(inner)
+}
+
+/// Which answers are gzipped (for a client that accepts it): all but the
+/// small and images (a capture of one is compressed already). Unlike
+/// tower-http's default, `text/event-stream` is too: here it is a stored
+/// stream sent whole, not a live one.
+fn compressible() -> impl Predicate {
+    SizeAbove::new(COMPRESS_ABOVE_BYTES).and(NotForContentType::IMAGES)
+}
+
+/// An admin answer in probity's error shape (no route: OpenAI's layout).
+fn admin_error(err: &ProxyError, request_id: &HeaderValue) -> Response<Full<Bytes>> {
+    let answering = Answering {
+        route: None,
+        request_id,
+        envelope: Envelope::Nested,
+        retry_invalid: false,
+        mid_stream: false,
+    };
+    err.respond(&answering).map(Full::new)
+}
+
+/// A request not answered within `after`: 503 with `Retry-After`.
+fn timed_out(after: Duration) -> Response<Full<Bytes>> {
+    // The request is gone with its future: a fresh id ties the answer to
+    // this log line.
+    let request_id = crate::request_id::request_id(&HeaderMap::new());
+    tracing::warn!(
+        request_id = request_id.to_str().unwrap_or("-"),
+        after_s = after.as_secs(),
+        "admin request timed out"
+    );
+    admin_error(&ProxyError::AdminTimeout { after }, &request_id)
+}
+
+/// A panic while answering: a 500 `internal_error`, counted and logged as
+/// the proxy's own are, never a dropped connection.
+fn panicked(payload: Box<dyn Any + Send>) -> Response<Full<Bytes>> {
+    let what = if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
+    };
+    let request_id = crate::request_id::request_id(&HeaderMap::new());
+    telemetry::internal_error(crate::context::NO_ROUTE_LABEL, &request_id, &what);
+    admin_error(&ProxyError::Internal { what }, &request_id)
 }
 
 /// The servers of admin connections, one a protocol.
@@ -181,9 +291,9 @@ async fn connection<S>(
     protocols: Arc<(http1::Builder, http2::Builder<TokioExecutor>)>,
     (due, headed): (tokio::time::Instant, Arc<AtomicBool>),
 ) where
-    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>> + Clone + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = LayeredBody> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::Error: Into<BoxError>,
 {
     let Some(opening) = opening::opening(&stream, due).await else {
         return;
@@ -247,15 +357,7 @@ fn refusal(
         refusal,
         "admin request refused"
     );
-    let err = ProxyError::Request(err);
-    let answering = Answering {
-        route: None,
-        request_id: &request_id,
-        envelope: Envelope::Nested,
-        retry_invalid: false,
-        mid_stream: false,
-    };
-    Some(err.respond(&answering).map(Full::new))
+    Some(admin_error(&ProxyError::Request(err), &request_id))
 }
 
 /// What a request says of where it comes from, against a listener on
@@ -645,4 +747,105 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// What the layers answer `request` with around `inner`.
+    async fn through<S>(inner: S, request: Request<Full<Bytes>>) -> (StatusCode, HeaderMap, Bytes)
+    where
+        S: Service<Request<Full<Bytes>>, Response = Response<Full<Bytes>>, Error = Infallible>,
+        S: Clone + Send + 'static,
+        S::Future: Send + 'static,
+    {
+        let layered = layered(inner, Duration::from_millis(200));
+        let response = layered.oneshot(request).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        (parts.status, parts.headers, body)
+    }
+
+    fn get() -> Request<Full<Bytes>> {
+        Request::get("/metrics").body(Full::default()).unwrap()
+    }
+
+    fn panics() -> Response<Full<Bytes>> {
+        panic!("the test's panic")
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_a_500_in_the_admin_error_shape() {
+        let inner =
+            tower::service_fn(|_: Request<Full<Bytes>>| async { Ok::<_, Infallible>(panics()) });
+        let (status, headers, body) = through(inner, get()).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(headers[CONTENT_TYPE], "application/json");
+        let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(error["error"]["type"], "internal_error", "{error}");
+        assert_eq!(error["error"]["code"], "internal_error");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("the test's panic"), "{message}");
+        let id = error["error"]["request_id"].as_str().unwrap();
+        assert_eq!(headers["x-request-id"], id);
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_its_deadline_is_a_503_in_the_admin_error_shape() {
+        let inner = tower::service_fn(|_: Request<Full<Bytes>>| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok::<_, Infallible>(text(StatusCode::OK, "late\n".into()))
+        });
+        let (status, headers, body) = through(inner, get()).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(headers[RETRY_AFTER], "5");
+        let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(error["error"]["type"], "admin_timeout", "{error}");
+        assert_eq!(error["error"]["code"], "admin_timeout");
+    }
+
+    #[tokio::test]
+    async fn authorization_reaches_the_answer_marked_sensitive() {
+        let inner = tower::service_fn(|request: Request<Full<Bytes>>| async move {
+            let marked = request.headers()[AUTHORIZATION].is_sensitive();
+            Ok::<_, Infallible>(text(StatusCode::OK, format!("{marked}")))
+        });
+        let mut request = get();
+        let token = HeaderValue::from_static("Bearer t");
+        request.headers_mut().insert(AUTHORIZATION, token);
+        let (_, _, body) = through(inner, request).await;
+        assert_eq!(body, "true");
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_gzipped_only_for_a_client_that_accepts_it() {
+        let long = "probity_requests_total{route=\"a\"} 1\n".repeat(100);
+        let answer = long.clone();
+        let inner = tower::service_fn(move |_: Request<Full<Bytes>>| {
+            let answer = answer.clone();
+            async move { Ok::<_, Infallible>(text(StatusCode::OK, answer)) }
+        });
+        let (_, headers, plain) = through(inner.clone(), get()).await;
+        assert_eq!(headers.get(http::header::CONTENT_ENCODING), None);
+        assert_eq!(plain, long);
+        let mut request = get();
+        let gzip = HeaderValue::from_static("gzip");
+        request
+            .headers_mut()
+            .insert(http::header::ACCEPT_ENCODING, gzip);
+        let (_, headers, zipped) = through(inner, request).await;
+        assert_eq!(headers[http::header::CONTENT_ENCODING], "gzip");
+        assert!(zipped.len() < long.len() / 10, "{} bytes", zipped.len());
+        let mut decoded = String::new();
+        flate2::read::GzDecoder::new(&zipped[..])
+            .read_to_string(&mut decoded)
+            .unwrap();
+        assert_eq!(decoded, long);
+    }
 }

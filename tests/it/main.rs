@@ -26,6 +26,7 @@
 mod support;
 
 mod admin_access;
+mod admin_layers;
 mod admin_page;
 mod admission;
 mod architecture;
