@@ -67,6 +67,23 @@ pub enum Command {
     /// exit 0 when it answers 200 (a container's HEALTHCHECK, in an image
     /// with no curl).
     Healthcheck,
+    /// Prints what the judging core checks, from its own tables: every
+    /// dialect's endpoints, payload invariants, figures, kept records,
+    /// relations and the output-contract reasons, as Markdown (the index,
+    /// or one dialect's page) or JSON (docs/src/reference/checks* is its
+    /// output).
+    Checks {
+        /// Print JSON instead of Markdown.
+        #[arg(long)]
+        json: bool,
+        /// Only this dialect (`probity checks` lists them).
+        #[arg(long)]
+        dialect: Option<String>,
+        /// Write DIR/checks.md, DIR/checks/<dialect>.md for every dialect
+        /// and DIR/checks.json instead of printing.
+        #[arg(long, value_name = "DIR")]
+        write: Option<PathBuf>,
+    },
     /// The configuration itself.
     Config {
         /// What to do with it.
@@ -81,4 +98,11 @@ pub enum ConfigCommand {
     /// Prints the embedded default configuration (config/probity.toml), to
     /// start a file from: `probity config default > probity.toml`.
     Default,
+    /// Prints the configuration reference (Markdown): every table and key,
+    /// its type, default and what it does, from the configuration's own
+    /// definitions (docs/src/reference/config.md is its output).
+    Reference,
+    /// Prints the configuration's JSON Schema, for an editor to validate and
+    /// complete a TOML file with (docs/src/reference/probity.schema.json).
+    Schema,
 }

@@ -14,8 +14,12 @@ use probity_judge::inspect;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // `inspect` prints the judged body on stdout: no log lines there.
-    if !matches!(cli.command, Some(Command::Inspect { .. })) {
+    // `inspect` prints the judged body on stdout, `checks` the reference:
+    // no log lines there.
+    if !matches!(
+        cli.command,
+        Some(Command::Inspect { .. } | Command::Checks { .. })
+    ) {
         probity::logs::init();
     }
     match &cli.command {
@@ -36,14 +40,90 @@ fn main() -> ExitCode {
         ),
         Some(Command::Routes) => routes(&cli),
         Some(Command::Healthcheck) => healthcheck(&cli),
+        Some(Command::Checks {
+            json,
+            dialect,
+            write,
+        }) => checks(*json, dialect.as_deref(), write.as_deref()),
         Some(Command::Config {
             what: ConfigCommand::Default,
         }) => {
             print!("{}", config::DEFAULT_TOML);
             ExitCode::SUCCESS
         }
+        Some(Command::Config {
+            what: ConfigCommand::Reference,
+        }) => match config::reference::markdown() {
+            Ok(page) => {
+                print!("{page}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("probity: the configuration reference: {err}");
+                ExitCode::FAILURE
+            }
+        },
+        Some(Command::Config {
+            what: ConfigCommand::Schema,
+        }) => {
+            println!("{:#}", config::reference::schema());
+            ExitCode::SUCCESS
+        }
         None => run(&cli),
     }
+}
+
+/// `probity checks`: the reference of what the judging core checks,
+/// printed, or written as the manual's reference pages.
+fn checks(json: bool, dialect: Option<&str>, write: Option<&std::path::Path>) -> ExitCode {
+    use probity_judge::reference;
+    if let Some(dir) = write {
+        return match write_checks(dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("probity: writing the reference to {}: {err}", dir.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let page = match (json, dialect) {
+        (true, None) => Some(format!("{:#}\n", reference::json())),
+        (true, Some(name)) => reference::dialect_json(name).map(|d| format!("{d:#}\n")),
+        (false, None) => Some(reference::index()),
+        (false, Some(name)) => reference::markdown(name),
+    };
+    match page {
+        Some(page) => {
+            // A closed pipe (`| head`) is the reader's choice, not a failure.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), page.as_bytes());
+            ExitCode::SUCCESS
+        }
+        None => {
+            let names = inspect::names().join(", ");
+            eprintln!(
+                "probity: no dialect {:?} (one of {names})",
+                dialect.unwrap_or("")
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `DIR/checks.md`, `DIR/checks/<dialect>.md` and `DIR/checks.json`.
+fn write_checks(dir: &std::path::Path) -> std::io::Result<()> {
+    use probity_judge::reference;
+    let pages = dir.join("checks");
+    std::fs::create_dir_all(&pages)?;
+    std::fs::write(dir.join("checks.md"), reference::index())?;
+    std::fs::write(
+        dir.join("checks.json"),
+        format!("{:#}\n", reference::json()),
+    )?;
+    for name in inspect::names() {
+        let page = reference::markdown(name).unwrap_or_default();
+        std::fs::write(pages.join(format!("{name}.md")), page)?;
+    }
+    Ok(())
 }
 
 fn check_config(path: &std::path::Path) -> ExitCode {

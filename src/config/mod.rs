@@ -6,6 +6,7 @@
 //! in one pass, and the process exits before it binds a port.
 
 mod load;
+pub mod reference;
 mod validate;
 
 pub use load::{load, load_file, Problem, Problems};
@@ -15,23 +16,23 @@ pub use validate::{Location, UpstreamUrl, UNKNOWN_CLIENT};
 // validates them; `[routes.contract]` is read into them here.
 pub use probity_judge::contract::{CitationsConfig, ContractConfig, OnInvalid, DEFAULT_DEGRADED};
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// The configuration compiled into the binary: the text of `config/probity.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../config/probity.toml");
 
-/// The whole file.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// A probity configuration file: its tables.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// `[server]`.
     pub server: ServerConfig,
-    /// `[[routes]]`, tried by longest prefix.
+    /// `[[routes]]`.
     pub routes: Vec<RouteConfig>,
     /// `[capture]`.
     pub capture: CaptureConfig,
-    /// `[[clients]]`: when any is configured, only requests presenting one
-    /// of their tokens are proxied.
+    /// `[[clients]]`.
     pub clients: Vec<ClientConfig>,
     /// `[telemetry]`.
     pub telemetry: TelemetryConfig,
@@ -42,7 +43,7 @@ pub struct Config {
 /// `[admin]`: who may read what probity keeps (captures, the admin page's
 /// data) or change its state (`POST /reload`) on the admin listener.
 /// `/metrics`, `/healthz` and `/readyz` are open to every caller.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// The environment variable holding the admin token (never the token
@@ -60,7 +61,7 @@ impl Default for AdminConfig {
 
 /// `[telemetry]`: where spans go. Read at start only (a reload keeps the
 /// exporter it has).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP base URL (`http://collector:4318`; spans go to its
@@ -84,7 +85,9 @@ impl Default for TelemetryConfig {
 }
 
 /// One `[[clients]]` table: an app allowed in, and where its token is.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// When any is configured, only requests presenting one of their tokens
+/// are proxied.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientConfig {
     /// The `client` label on metrics and logs.
@@ -95,7 +98,7 @@ pub struct ClientConfig {
 }
 
 /// `[server]`: the listeners and limits that apply to every request.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// The proxy listener, `ip:port`.
@@ -153,7 +156,7 @@ impl Default for ServerConfig {
 
 /// `[capture]`: where the verbatim upstream responses of inspected
 /// exchanges are kept, and how much of them.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CaptureConfig {
     /// Whether exchanges are captured at all.
@@ -163,7 +166,8 @@ pub struct CaptureConfig {
     /// The most captures kept; the oldest go first.
     pub max_entries: u64,
     /// The total of the bodies kept; a single larger body is listed, not
-    /// kept. Unset: [`CaptureConfig::max_bytes`] picks by store.
+    /// kept. Unset: 1 GiB on disk or in a bucket, 64 MiB in `memory:` (the
+    /// process's own memory).
     pub max_bytes: Option<u64>,
     /// Captures older than this are evicted: `30s`, `15m`, `12h`, `7d`.
     pub max_age: String,
@@ -213,7 +217,7 @@ pub(crate) struct CapturePolicy {
 }
 
 /// A route's `capture`: which of its inspected exchanges are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum CaptureMode {
     /// Normalized, rejected, cut, output-invalid and stitched exchanges.
@@ -225,10 +229,13 @@ pub enum CaptureMode {
     Off,
 }
 
-/// One `[[routes]]` table. `name`, `prefix`, `upstream` and `dialect` are
-/// required; they default to empty here only so that one missing key does not
-/// hide the problems of the others (validation reports them as missing).
-#[derive(Debug, Clone, Deserialize)]
+/// One `[[routes]]` table: requests whose path starts with `prefix` go to
+/// `upstream`, judged by `dialect`. Routes are tried by longest prefix.
+// `name`, `prefix`, `upstream` and `dialect` are required; serde defaults
+// them to empty only so that one missing key does not hide the problems of
+// the others: validation reports them as missing (and the reference, which
+// asks validation, marks them required).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouteConfig {
     /// The `route` label on metrics and logs.
@@ -237,7 +244,8 @@ pub struct RouteConfig {
     pub prefix: String,
     /// `http(s)://host[:port][/base/path]`.
     pub upstream: String,
-    /// A name from the dialect table (`inspect`).
+    /// How answers are judged: a name from the judging core's dialect table.
+    #[schemars(extend("enum" = probity_judge::inspect::names()))]
     pub dialect: Option<String>,
     /// The environment variable holding the provider credential.
     pub api_key_env: Option<String>,
@@ -258,7 +266,7 @@ pub struct RouteConfig {
     pub idle_timeout_ms: u64,
     /// The largest upstream response read or relayed.
     pub max_response_bytes: u64,
-    /// `[routes.contract]`: what a usable answer is, beyond a schema.
+    /// `[routes.contract]`.
     pub contract: Option<ContractConfig>,
     /// Embedding requests with more inputs are split into chunks of this
     /// many; absent: no chunking.
@@ -278,6 +286,7 @@ pub struct RouteConfig {
     /// to xAI's convention: reasoning outside `completion_tokens`, inside
     /// `total_tokens`) or `off` (each figure alone); absent: the
     /// provider's, or xAI's for an upstream at `api.x.ai`.
+    #[schemars(extend("enum" = probity_judge::figures::Convention::NAMES))]
     pub relations: Option<String>,
     /// Which exchanges are captured: `anomalies`, `all` or `off`.
     pub capture: CaptureMode,

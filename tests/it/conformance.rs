@@ -258,7 +258,7 @@ fn labels(case: &Case) -> Vec<String> {
 }
 
 /// The tokens counted: well-formed token figures, never malformed ones (the
-/// README names the kinds: a prompt count is `input`); probed on openai's
+/// manual names the kinds, docs/src/operations/metrics.md: a prompt count is `input`); probed on openai's
 /// inspected answers and on Titan's.
 fn tokens(case: &Case) -> Option<BTreeMap<String, u64>> {
     let table = table(&case.dialect, &case.endpoint)?;
@@ -1018,4 +1018,108 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
     } = judge_response(b"[[1]]", &headers, tei);
     assert_eq!(pointers, ["header:x-compute-tokens", "header:x-queue-time"]);
     assert_eq!(out, b"[[1]]");
+}
+
+// ------------------------------------------------------ declared invariants
+
+/// The folders of judged fixtures: a dialect's, or the tool and contract
+/// suites' (their endpoint starts with the dialect's route prefix).
+const JUDGED_FOLDERS: [&str; 11] = [
+    "openai",
+    "ollama",
+    "cohere",
+    "jina",
+    "tei",
+    "voyage",
+    "anthropic",
+    "gemini",
+    "bedrock",
+    "tools",
+    "contracts",
+];
+
+/// The invariants endpoints declare that no fixture breaks, each with
+/// where it is broken instead: the reference says what the code holds, and
+/// a new fixture that breaks one takes it off this list.
+const UNFIXTURED: [(&str, &str); 2] = [
+    (
+        "invalid_encoding",
+        "tests/it/compression.rs (the proxy decodes before judging)",
+    ),
+    (
+        "chunk_dimension_mismatch",
+        "tests/it/chunking.rs and batch::tests",
+    ),
+];
+
+/// The dialect and the path (as sent upstream) of a fixture's endpoint.
+fn dialect_and_path(fixture: &Fixture) -> (String, String) {
+    if fixture.folder != "tools" && fixture.folder != "contracts" {
+        return (fixture.folder.clone(), fixture.endpoint.clone());
+    }
+    let rest = fixture.endpoint.trim_start_matches('/');
+    let (dialect, path) = rest.split_once('/').unwrap_or((rest, ""));
+    (dialect.to_owned(), format!("/{path}"))
+}
+
+/// What `probity checks` prints as each endpoint's invariants is what its
+/// fixtures break: every rejection a fixture expects (and the suites check
+/// over sockets) names an invariant its endpoint declares, whole or
+/// streamed as the fixture's answer is; and every invariant an endpoint
+/// declares is broken by a fixture, but for [`UNFIXTURED`].
+#[test]
+fn every_rejection_is_an_invariant_its_endpoint_declares() {
+    let mut undeclared = Vec::new();
+    let mut broken: BTreeSet<String> = BTreeSet::new();
+    for folder in JUDGED_FOLDERS {
+        for fixture in load_fixtures(folder, |_| true) {
+            let Some(invariant) = fixture.expect["invariant"].as_str() else {
+                continue;
+            };
+            let (dialect, path) = dialect_and_path(&fixture);
+            let endpoint =
+                probity_judge::inspect::dialect(&dialect).and_then(|d| d.endpoint(&path));
+            let Some(endpoint) = endpoint else {
+                undeclared.push(format!("{}: no {dialect} endpoint at {path}", fixture.id()));
+                continue;
+            };
+            let held = match fixture.framing.streamed() {
+                true => endpoint.stream_invariants().unwrap_or_default(),
+                false => endpoint.invariants(),
+            };
+            if !held.iter().any(|h| h.invariant == invariant) {
+                let how = if fixture.framing.streamed() {
+                    "its stream"
+                } else {
+                    "it"
+                };
+                undeclared.push(format!(
+                    "{}: {invariant}, which {dialect} {path} does not declare {how} holds",
+                    fixture.id()
+                ));
+            }
+            broken.insert(invariant.to_owned());
+        }
+    }
+    assert!(
+        undeclared.is_empty(),
+        "undeclared:\n  {}",
+        undeclared.join("\n  ")
+    );
+
+    let declared: BTreeSet<String> = probity_judge::reference::checks()
+        .invariants
+        .into_iter()
+        .filter(|i| !i.endpoints.is_empty())
+        .map(|i| i.code.to_owned())
+        .collect();
+    let unbroken: BTreeSet<String> = declared.difference(&broken).cloned().collect();
+    let listed: BTreeSet<String> = UNFIXTURED
+        .iter()
+        .map(|(code, _)| (*code).to_owned())
+        .collect();
+    assert_eq!(
+        unbroken, listed,
+        "the declared invariants no fixture breaks are not the ones UNFIXTURED lists"
+    );
 }

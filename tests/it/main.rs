@@ -56,6 +56,8 @@ mod overhead;
 mod passthrough;
 mod property;
 mod realtime;
+mod reference_checks;
+mod reference_config;
 mod reload;
 mod responses;
 mod saved_answers;

@@ -90,6 +90,7 @@ pub mod inspect;
 pub mod invariants;
 pub mod json;
 pub mod outcome;
+pub mod reference;
 pub(crate) mod request;
 pub mod violation;
 

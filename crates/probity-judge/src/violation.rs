@@ -37,6 +37,14 @@ macro_rules! invariants {
                     $(Invariant::$variant => $code,)+
                 }
             }
+
+            /// What breaking it means, in general (each endpoint's rule
+            /// is its own: `inspect::HeldInvariant`).
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $(Invariant::$variant => $doc,)+
+                }
+            }
         }
     };
 }

@@ -1,5 +1,8 @@
 //! `[routes.contract]`: the settings of an output contract, and the check
-//! of their values (every problem, by its key under the table).
+//! of their values (every problem, by its key under the table). With the
+//! `schema` feature they also describe themselves (`JsonSchema`, and
+//! `Serialize` so that the schema carries each default), for the proxy's
+//! configuration reference.
 
 use serde::Deserialize;
 
@@ -7,8 +10,10 @@ use serde::Deserialize;
 pub const DEFAULT_DEGRADED: &str =
     r#"{"answer": "", "sufficient": false, "citations": [], "uncertainty": ["{reason}"]}"#;
 
-/// `[routes.contract]`.
+/// `[routes.contract]`: an output contract, what a usable answer is beyond
+/// its JSON Schema.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(serde::Serialize, schemars::JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct ContractConfig {
     /// The `task` label on `probity_model_invalid_output_total`.
@@ -26,7 +31,7 @@ pub struct ContractConfig {
     /// The answer that replaces an invalid one with `on_invalid = "degrade"`;
     /// `{reason}` becomes the reason sentence.
     pub degraded: String,
-    /// `[routes.contract.citations]`: grounding in the supplied sources.
+    /// `[routes.contract.citations]`.
     pub citations: Option<CitationsConfig>,
 }
 
@@ -47,6 +52,7 @@ impl Default for ContractConfig {
 
 /// What happens to an invalid answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(serde::Serialize, schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum OnInvalid {
     /// The body is unchanged; the headers say it is invalid.
@@ -56,18 +62,21 @@ pub enum OnInvalid {
     Degrade,
 }
 
-/// `[routes.contract.citations]`.
+/// `[routes.contract.citations]`: the sources an answer cites must be the
+/// ones the request supplied.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(serde::Serialize, schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CitationsConfig {
-    /// The array of cited source ids in the answer.
+    /// The JSON pointer of the array of cited source ids in the answer.
     pub output: String,
-    /// The array of `{id, text}` sources in the request's prompt document.
+    /// The JSON pointer of the array of `{id, text}` sources in the
+    /// request's prompt document.
     pub sources: String,
     /// An answer that cites nothing is invalid.
     #[serde(default)]
     pub required: bool,
-    /// The array of strings the answer claims to quote.
+    /// The JSON pointer of the array of strings the answer claims to quote.
     #[serde(default)]
     pub quotes: Option<String>,
 }

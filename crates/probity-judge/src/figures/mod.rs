@@ -18,7 +18,7 @@
 mod relation;
 
 pub use relation::Convention;
-pub(crate) use relation::{Relation, Under};
+pub(crate) use relation::{Relation, Rule, Under};
 
 use std::borrow::Cow;
 use std::ops::Range;

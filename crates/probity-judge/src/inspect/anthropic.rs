@@ -2,7 +2,10 @@
 //! `x-api-key`, and the API refuses a request without `anthropic-version`.
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
+use super::{
+    held, CredentialSpec, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response,
+    StreamSpec,
+};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Convention, Figure, Related, Relation};
@@ -83,10 +86,39 @@ const MESSAGES_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// What `messages` holds of a Messages answer (Bedrock's `invoke` on an
+/// Anthropic model too).
+pub(super) const MESSAGES_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "the body is an object with a `content` array",
+    ),
+    held(
+        Invariant::ContentBlockInvalid,
+        "each content block is an object with a string `type`",
+    ),
+    held(Invariant::RoleInvalid, "`role` is `assistant`"),
+    held(
+        Invariant::ToolArgumentsType,
+        "a `tool_use` block's `input` is an object",
+    ),
+];
+
+/// What `MessageEvents` holds of a Messages stream.
+const EVENTS_HELD: &[HeldInvariant] = &[
+    held(Invariant::PayloadMissing, "`message_start` carries a `message` object"),
+    held(
+        Invariant::ContentBlockInvalid,
+        "a `content_block_*` event names its block `index`; a `_delta` or `_stop` names a block that was started",
+    ),
+    held(Invariant::ToolArgumentsType, "a `content_block_start`'s `tool_use` `input` is an object"),
+];
+
 const MESSAGES: Endpoint = Endpoint {
     operation: "chat",
     request: &MESSAGES_REQUEST,
     check: messages,
+    invariants: MESSAGES_HELD,
     figures: FIGURES,
     relations: RELATIONS,
     header_figures: &[],
@@ -98,6 +130,7 @@ const MESSAGES: Endpoint = Endpoint {
             let tools = declared_tools(request).is_some();
             Ok(Box::new(MessageEvents::new(forced_tool(request), tools)))
         },
+        invariants: EVENTS_HELD,
         unread: || Box::new(MessageEvents::new(None, false)),
     }),
     output: Some(OUTPUT),

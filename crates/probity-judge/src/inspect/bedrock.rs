@@ -8,7 +8,10 @@
 //! `aws-sdk-bedrockruntime` and botocore model them.
 
 use super::stream::{Event, EventCheck, Framing, Seen};
-use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
+use super::{
+    held, CredentialSpec, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response,
+    StreamSpec,
+};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
 use crate::figures::{self, Convention, Figure, Related, Relation};
@@ -53,10 +56,45 @@ const CONVERSE_RELATIONS: &[Relation] = &[Relation::at_least(
     &["/usage/inputTokens", "/usage/outputTokens"],
 )];
 
+/// What `converse` holds of a Converse answer.
+const CONVERSE_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "`output.message` is an object, its `content` an array; `stopReason` a string",
+    ),
+    held(Invariant::RoleInvalid, "`output.message.role` is `assistant`"),
+    held(
+        Invariant::ContentBlockInvalid,
+        "each `ContentBlock` is an object with exactly one member (`text` a string, `toolUse` an object; an unknown member passes)",
+    ),
+    held(Invariant::ToolArgumentsType, "a `toolUse` block's `input` is an object"),
+];
+
+/// What `ConverseEvents` holds of a ConverseStream's events.
+const CONVERSE_EVENTS_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::EventStreamInvalid,
+        "each AWS event-stream frame reads whole (its lengths, its CRCs, no cut)",
+    ),
+    held(
+        Invariant::ContentBlockInvalid,
+        "`contentBlockStart` and `contentBlockDelta` name their `contentBlockIndex`",
+    ),
+    held(
+        Invariant::ToolArgumentsType,
+        "a `contentBlockDelta`'s `toolUse.input` fragment is a string",
+    ),
+    held(
+        Invariant::PayloadMissing,
+        "`messageStop` carries a string `stopReason`",
+    ),
+];
+
 const CONVERSE: Endpoint = Endpoint {
     operation: "chat",
     request: &CONVERSE_REQUEST,
     check: converse,
+    invariants: CONVERSE_HELD,
     figures: CONVERSE_FIGURES,
     relations: CONVERSE_RELATIONS,
     header_figures: &[],
@@ -71,6 +109,7 @@ const CONVERSE_STREAM: Endpoint = Endpoint {
     operation: "chat",
     request: &CONVERSE_REQUEST,
     check: converse,
+    invariants: CONVERSE_HELD,
     figures: CONVERSE_FIGURES,
     relations: CONVERSE_RELATIONS,
     header_figures: &[],
@@ -82,6 +121,7 @@ const CONVERSE_STREAM: Endpoint = Endpoint {
             let tools = declared_tools(request).is_some();
             Ok(Box::new(ConverseEvents::new(forced_tool(request), tools)))
         },
+        invariants: CONVERSE_EVENTS_HELD,
         unread: || Box::new(ConverseEvents::new(None, false)),
     }),
     output: Some(OUTPUT),
@@ -571,6 +611,20 @@ const INVOKE_TITAN: Endpoint = Endpoint {
     operation: "embeddings",
     request: &TITAN_REQUEST,
     check: titan_embed,
+    invariants: &[
+        held(
+            Invariant::PayloadMissing,
+            "`embedding` is there unless `embeddingTypes` leaves `float` out; `embeddingsByType` holds each asked type",
+        ),
+        held(
+            Invariant::EmbeddingValueInvalid,
+            "every element is a finite number (`binary`: 0 or 1)",
+        ),
+        held(
+            Invariant::EmbeddingDimensionMismatch,
+            "each vector is not empty, and of `dimensions` when the request sets it",
+        ),
+    ],
     figures: &[Figure::count("/inputTextTokenCount").tokens("input")],
     relations: &[],
     header_figures: INVOKE_HEADERS,
@@ -584,6 +638,7 @@ const INVOKE_COHERE: Endpoint = Endpoint {
     operation: "embeddings",
     request: &super::cohere::EMBED_REQUEST,
     check: |request, response| super::cohere::embed(request, response, true),
+    invariants: super::cohere::EMBED_HELD,
     figures: super::cohere::EMBED_FIGURES,
     relations: &[],
     header_figures: INVOKE_HEADERS,
@@ -597,6 +652,7 @@ const INVOKE_ANTHROPIC: Endpoint = Endpoint {
     operation: "chat",
     request: &INVOKE_ANTHROPIC_REQUEST,
     check: super::anthropic::messages,
+    invariants: super::anthropic::MESSAGES_HELD,
     figures: super::anthropic::FIGURES,
     relations: super::anthropic::RELATIONS,
     header_figures: INVOKE_HEADERS,

@@ -2,7 +2,7 @@
 //! `/v2/rerank`). Cohere types its `meta` figures as numbers, so a
 //! non-negative finite number is well-formed there.
 
-use super::{Dialect, Endpoint, Field, RequestShape, Response};
+use super::{held, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::Figure;
 use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
@@ -53,10 +53,34 @@ const RERANK_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// What `embed` holds: `embeddings` a list of vectors (v1 without
+/// `embedding_types`) or an object of one list per asked type. Bedrock's
+/// `invoke` on Cohere Embed holds it too.
+pub(super) const EMBED_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "`embeddings` is a list of vectors (v1 without `embedding_types`), else an object with a list per asked type",
+    ),
+    held(
+        Invariant::EmbeddingCountMismatch,
+        "each list holds one vector per input of `texts`, `images` or `inputs`",
+    ),
+    held(
+        Invariant::EmbeddingValueInvalid,
+        "each element is a finite number (`float`), an integer in range (`int8`, `uint8`, `binary`, `ubinary`)",
+    ),
+    held(Invariant::EmbeddingBase64Invalid, "a `base64` vector is padded base64 of whole float32s"),
+    held(
+        Invariant::EmbeddingDimensionMismatch,
+        "every vector has one length, `output_dimension` when set (a packed binary one an eighth of it), across the types too",
+    ),
+];
+
 const EMBED_V1: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBED_REQUEST,
     check: |request, response| embed(request, response, true),
+    invariants: EMBED_HELD,
     figures: EMBED_FIGURES,
     relations: &[],
     header_figures: &[],
@@ -73,6 +97,7 @@ const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBED_REQUEST,
     check: |request, response| embed(request, response, false),
+    invariants: EMBED_HELD,
     figures: EMBED_FIGURES,
     relations: &[],
     header_figures: &[],
@@ -89,6 +114,33 @@ const RERANK: Endpoint = Endpoint {
     operation: "rerank",
     request: &RERANK_REQUEST,
     check: rerank,
+    invariants: &[
+        held(Invariant::PayloadMissing, "the body has a `results` array"),
+        held(
+            Invariant::RerankCountExceeded,
+            "at most one result per document, and at most `top_n` when set",
+        ),
+        held(
+            Invariant::RerankResultInvalid,
+            "each result is an object with a non-negative integer `index`",
+        ),
+        held(
+            Invariant::RerankIndexOutOfRange,
+            "each `index` names a document of the request",
+        ),
+        held(
+            Invariant::RerankIndexDuplicate,
+            "no two results rank the same document",
+        ),
+        held(
+            Invariant::RerankScoreInvalid,
+            "each `relevance_score` is a finite number",
+        ),
+        held(
+            Invariant::RerankDocumentInvalid,
+            "with `return_documents: true`, each result echoes its `document` as `{\"text\": …}`",
+        ),
+    ],
     figures: &[
         Figure::id("/id"),
         Figure::number("/meta/billed_units/search_units"),

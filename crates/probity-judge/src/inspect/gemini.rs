@@ -12,7 +12,10 @@
 use serde_json::Value;
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{CredentialSpec, Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
+use super::{
+    held, CredentialSpec, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response,
+    StreamSpec,
+};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, Declared, OutputSpec, Requested, ToolCall};
 use crate::contract::{StreamedAnswer, StreamedCalls, ToolSpec};
@@ -68,6 +71,20 @@ const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBED_REQUEST,
     check: embed,
+    invariants: &[
+        held(
+            Invariant::PayloadMissing,
+            "the body has an `embedding` object with `values`",
+        ),
+        held(
+            Invariant::EmbeddingValueInvalid,
+            "every element of `values` is a finite number",
+        ),
+        held(
+            Invariant::EmbeddingDimensionMismatch,
+            "`values` is not empty, and of `outputDimensionality` when the request sets it",
+        ),
+    ],
     figures: EMBED_FIGURES,
     relations: &[],
     header_figures: &[],
@@ -81,6 +98,16 @@ const BATCH_EMBED: Endpoint = Endpoint {
     operation: "embeddings",
     request: &BATCH_EMBED_REQUEST,
     check: batch_embed,
+    invariants: &[
+        held(Invariant::PayloadMissing, "the body has an `embeddings` array"),
+        held(Invariant::EmbeddingCountMismatch, "`embeddings` holds one item per request of `requests`"),
+        held(Invariant::EmbeddingItemInvalid, "each item is an object with `values`"),
+        held(Invariant::EmbeddingValueInvalid, "every element of `values` is a finite number"),
+        held(
+            Invariant::EmbeddingDimensionMismatch,
+            "each vector is of its request's `outputDimensionality`; those that asked none all of one length",
+        ),
+    ],
     figures: EMBED_FIGURES,
     relations: &[],
     header_figures: &[],
@@ -147,10 +174,65 @@ const GENERATION_RELATIONS: &[Relation] = &[
     ),
 ];
 
+/// What `candidates` holds of a streamed chunk's candidates (a whole
+/// answer's are the same, and it must have some: [`ANSWER_HELD`]).
+const CANDIDATES: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "`candidates`, when present, is an array",
+    ),
+    CANDIDATE_COUNT,
+    CANDIDATE_SHAPE,
+    CANDIDATE_INDEX,
+    FUNCTION_ARGS,
+];
+const CANDIDATE_COUNT: HeldInvariant = held(
+    Invariant::ChoiceCountMismatch,
+    "`candidates` (when present) holds at most `generationConfig.candidateCount` (default 1)",
+);
+const CANDIDATE_SHAPE: HeldInvariant = held(
+    Invariant::ChoiceInvalid,
+    "each candidate is an object; its `content` (when present) an object, its `parts` (when present) an array of objects",
+);
+const CANDIDATE_INDEX: HeldInvariant = held(
+    Invariant::ChoiceIndexInvalid,
+    "each candidate's `index` (when present) is in range, once",
+);
+const FUNCTION_ARGS: HeldInvariant = held(
+    Invariant::ToolArgumentsType,
+    "a `functionCall` part's `args` is an object",
+);
+
+/// A whole answer: one of `candidates` or `promptFeedback`, and its
+/// candidates as [`CANDIDATES`].
+const ANSWER_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "the body has `candidates` (an array) or `promptFeedback` (a blocked prompt)",
+    ),
+    CANDIDATE_COUNT,
+    CANDIDATE_SHAPE,
+    CANDIDATE_INDEX,
+    FUNCTION_ARGS,
+];
+
+/// A streamed answer read whole (without `alt=sse`), each element a chunk.
+const ARRAY_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "read whole (without `alt=sse`), the body is one answer or an array of them; each element an object with `candidates` or `promptFeedback`",
+    ),
+    CANDIDATE_COUNT,
+    CANDIDATE_SHAPE,
+    CANDIDATE_INDEX,
+    FUNCTION_ARGS,
+];
+
 const GENERATE: Endpoint = Endpoint {
     operation: "generate_content",
     request: &GENERATE_REQUEST,
     check: generate,
+    invariants: ANSWER_HELD,
     figures: GENERATION_FIGURES,
     relations: GENERATION_RELATIONS,
     header_figures: &[],
@@ -170,6 +252,7 @@ const STREAM_GENERATE: Endpoint = Endpoint {
     operation: "generate_content",
     request: &GENERATE_REQUEST,
     check: streamed_document,
+    invariants: ARRAY_HELD,
     figures: GENERATION_FIGURES,
     relations: GENERATION_RELATIONS,
     header_figures: &[],
@@ -184,6 +267,7 @@ const STREAM_GENERATE: Endpoint = Endpoint {
                 calls: declared_functions(request).map(|_| StreamedCalls::default()),
             }))
         },
+        invariants: CANDIDATES,
         unread: || {
             Box::new(GenerateEvents {
                 candidates: None,

@@ -3,7 +3,9 @@
 //! errors as `{"detail": …}`. One [`Dialect`] serves both; each provider's
 //! file gives its name, its figures and its two payload checks.
 
-use super::{Check, Dialect, Endpoint, Endpoints, Envelope, RequestShape, HOSTED_HINT};
+use super::{
+    Check, Dialect, Endpoint, Endpoints, Envelope, HeldInvariant, RequestShape, HOSTED_HINT,
+};
 use crate::batch::{BatchSpec, Vectors};
 use crate::figures::Figure;
 
@@ -16,13 +18,14 @@ pub(super) struct Hosted {
 /// `…/embeddings`, batched by `input` like OpenAI's.
 pub(super) const fn embeddings(
     request: &'static RequestShape,
-    check: Check,
+    (check, invariants): (Check, &'static [HeldInvariant]),
     figures: &'static [Figure],
 ) -> Endpoint {
     Endpoint {
         operation: "embeddings",
         request,
         check,
+        invariants,
         figures,
         relations: &[],
         header_figures: &[],
@@ -39,13 +42,14 @@ pub(super) const fn embeddings(
 /// `…/rerank`.
 pub(super) const fn rerank(
     request: &'static RequestShape,
-    check: Check,
+    (check, invariants): (Check, &'static [HeldInvariant]),
     figures: &'static [Figure],
 ) -> Endpoint {
     Endpoint {
         operation: "rerank",
         request,
         check,
+        invariants,
         figures,
         relations: &[],
         header_figures: &[],

@@ -293,6 +293,9 @@ pub struct Endpoint {
     pub(crate) request: &'static RequestShape,
     /// Checks the payload against what the request asked for.
     pub(crate) check: Check,
+    /// What `check` holds, invariant by invariant, as a user reads it
+    /// (`probity checks` prints it; the conformance fixtures keep it true).
+    pub(crate) invariants: &'static [HeldInvariant],
     /// The ancillary figures in the body.
     pub(crate) figures: &'static [Figure],
     /// The relations the provider defines between them, each under the
@@ -318,11 +321,59 @@ pub(crate) struct StreamSpec {
     /// `data:` as JSON (google-genai) breaks on them.
     pub(crate) comments: bool,
     pub(crate) start: fn(&Object<'_>) -> Result<Box<dyn EventCheck>, Fault>,
+    /// What the events' judge holds beyond each event's own shape, as
+    /// [`Endpoint::invariants`] says it of a whole answer.
+    pub(crate) invariants: &'static [HeldInvariant],
     /// The judge when the request cannot be read (not JSON, or a field the
     /// judge needs is the wrong type): the events' syntax and figures, and
     /// nothing the request decides. An unreadable request never lets its
     /// answer pass unjudged.
     pub(crate) unread: fn() -> Box<dyn EventCheck>,
+}
+
+/// One payload invariant an endpoint's check holds: its code, and the
+/// rule it stands for as a user reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldInvariant {
+    /// The code a broken rule is reported with.
+    pub invariant: Invariant,
+    /// The rule, in one line of Markdown.
+    pub rule: &'static str,
+}
+
+/// Declares a [`HeldInvariant`] rule.
+pub(crate) const fn held(invariant: Invariant, rule: &'static str) -> HeldInvariant {
+    HeldInvariant { invariant, rule }
+}
+
+/// What every whole answer to an inspected endpoint is held to before its
+/// endpoint's own check: `inspect` parses it, the proxy decodes it.
+pub const EVERY_ANSWER: &[HeldInvariant] = &[
+    held(Invariant::InvalidEncoding, "a compressed body (`Content-Encoding` gzip, br or zstd) decodes (the proxy decodes it before judging)"),
+    held(Invariant::InvalidJson, "the body is JSON"),
+];
+
+/// What every event of a judged stream is held to (`stream::data`).
+pub const EVERY_EVENT: &[HeldInvariant] = &[held(
+    Invariant::InvalidJson,
+    "each event's data is a JSON object",
+)];
+
+/// What an endpoint that takes split batches holds when it stitches the
+/// chunks' answers (`batch::stitch`).
+pub const STITCHED: &[HeldInvariant] = &[held(
+    Invariant::ChunkDimensionMismatch,
+    "the chunks of a split batch answer in one shape (one dimension, one encoding), so they stitch",
+)];
+
+/// How an endpoint no table lists is reached (`Dialect::unlisted`), as
+/// `(method, path)`: what the reference prints for it.
+pub(crate) fn unlisted_paths(endpoint: &Endpoint) -> &'static [(&'static str, &'static str)] {
+    if std::ptr::eq(endpoint, &responses::STORED) {
+        responses::STORED_PATHS
+    } else {
+        &[]
+    }
 }
 
 /// `"stream": true` asks for a stream (OpenAI, Anthropic); absent is no.
@@ -347,6 +398,22 @@ impl Endpoint {
     /// says it: `chat`, `embeddings`, `rerank`, `generate_content`...
     pub fn operation(&self) -> &'static str {
         self.operation
+    }
+
+    /// Every payload invariant a whole answer of this endpoint is held
+    /// to: [`EVERY_ANSWER`], its check's, and [`STITCHED`] when it takes
+    /// split batches.
+    pub fn invariants(&self) -> Vec<HeldInvariant> {
+        let stitched = if self.batch.is_some() { STITCHED } else { &[] };
+        [EVERY_ANSWER, self.invariants, stitched].concat()
+    }
+
+    /// Every payload invariant a streamed answer's events are held to
+    /// ([`EVERY_EVENT`] and its judge's); `None`: the endpoint does not
+    /// stream.
+    pub fn stream_invariants(&self) -> Option<Vec<HeldInvariant>> {
+        let spec = self.stream.as_ref()?;
+        Some([EVERY_EVENT, spec.invariants].concat())
     }
 
     /// Joins the checked answers of a batch's chunks into one answer of this

@@ -3,7 +3,7 @@
 //! and `/v1/embeddings` (checked as OpenAI's).
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
+use super::{held, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response, StreamSpec};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
@@ -31,6 +31,24 @@ const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBED_REQUEST,
     check: embed,
+    invariants: &[
+        held(
+            Invariant::PayloadMissing,
+            "the body has an `embeddings` array",
+        ),
+        held(
+            Invariant::EmbeddingCountMismatch,
+            "`embeddings` holds one vector per input (`input`: a string is 1, an array its length)",
+        ),
+        held(
+            Invariant::EmbeddingValueInvalid,
+            "every element of a vector is a finite number",
+        ),
+        held(
+            Invariant::EmbeddingDimensionMismatch,
+            "every vector has one length, `dimensions` when the request sets it",
+        ),
+    ],
     figures: &[
         Figure::count("/prompt_eval_count").tokens("input"),
         Figure::count("/total_duration"),
@@ -74,10 +92,28 @@ const CHAT_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// What `shape` holds of a chat answer, whole or one line of a stream.
+const CHAT_HELD: &[HeldInvariant] = &[CHAT_SHAPE, CHAT_TOOLS];
+const CHAT_SHAPE: HeldInvariant = held(
+    Invariant::PayloadMissing,
+    "the object has a `message` object and a boolean `done`",
+);
+const CHAT_TOOLS: HeldInvariant = held(
+    Invariant::ToolArgumentsType,
+    "each `message.tool_calls[].function.arguments` is an object",
+);
+
+/// A stream's lines are each held as a whole answer, and end at `done`.
+const AFTER_DONE: HeldInvariant = held(
+    Invariant::StreamAfterDone,
+    "no line follows the `done: true` line",
+);
+
 const CHAT: Endpoint = Endpoint {
     operation: "chat",
     request: &CHAT_REQUEST,
     check: chat,
+    invariants: CHAT_HELD,
     figures: GENERATION_FIGURES,
     relations: &[],
     header_figures: &[],
@@ -90,6 +126,7 @@ const CHAT: Endpoint = Endpoint {
             lines.calls = contract::declared_functions(request).map(|_| StreamedCalls::default());
             Ok(Box::new(lines))
         },
+        invariants: &[CHAT_SHAPE, CHAT_TOOLS, AFTER_DONE],
         unread: || Box::new(Lines::new("message", Kind::Object)),
     }),
     output: Some(CHAT_OUTPUT),
@@ -107,10 +144,17 @@ const GENERATE_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// What `shape` holds of a generate answer, whole or one line.
+const GENERATE_HELD: HeldInvariant = held(
+    Invariant::PayloadMissing,
+    "the object has a `response` string and a boolean `done`",
+);
+
 const GENERATE: Endpoint = Endpoint {
     operation: "text_completion",
     request: &GENERATE_REQUEST,
     check: generate,
+    invariants: &[GENERATE_HELD],
     figures: GENERATION_FIGURES,
     relations: &[],
     header_figures: &[],
@@ -119,6 +163,7 @@ const GENERATE: Endpoint = Endpoint {
         framing: Framing::Ndjson,
         comments: true,
         start: |_| Ok(Box::new(Lines::new("response", Kind::String))),
+        invariants: &[GENERATE_HELD, AFTER_DONE],
         unread: || Box::new(Lines::new("response", Kind::String)),
     }),
     output: Some(GENERATE_OUTPUT),
@@ -326,6 +371,20 @@ const LEGACY_EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
     request: &LEGACY_EMBEDDINGS_REQUEST,
     check: legacy_embeddings,
+    invariants: &[
+        held(
+            Invariant::PayloadMissing,
+            "the body has an `embedding` array",
+        ),
+        held(
+            Invariant::EmbeddingValueInvalid,
+            "every element of the vector is a finite number",
+        ),
+        held(
+            Invariant::EmbeddingDimensionMismatch,
+            "the vector is not empty",
+        ),
+    ],
     figures: &[],
     relations: &[],
     header_figures: &[],

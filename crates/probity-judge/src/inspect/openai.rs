@@ -4,7 +4,7 @@
 //! and the Responses API (`responses.rs`).
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{Dialect, Endpoint, Field, RequestShape, Response, StreamSpec};
+use super::{held, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response, StreamSpec};
 use crate::batch::{BatchSpec, Vectors};
 use crate::contract::{self, Answer, Arguments, OutputSpec, Requested, StreamedAnswer, ToolCall};
 use crate::contract::{StreamedCalls, ToolSpec};
@@ -44,10 +44,44 @@ pub(super) const RELATIONS: &[Relation] = &[Relation::at_most(
     "/usage/total_tokens",
 )];
 
+/// What `invariants::openai_data` holds of OpenAI's `data` (floats, or
+/// base64 of float32 with `encoding_format: "base64"`).
+pub(super) const EMBEDDINGS_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "the body is an object with a `data` array",
+    ),
+    held(
+        Invariant::EmbeddingCountMismatch,
+        "`data` holds one item per input (`input`: a string or `int[]` is 1, an array its length)",
+    ),
+    held(
+        Invariant::EmbeddingItemInvalid,
+        "each item of `data` is an object with an `embedding`",
+    ),
+    held(
+        Invariant::EmbeddingIndexInvalid,
+        "each item's `index` is an integer in `0..n`, each once",
+    ),
+    held(
+        Invariant::EmbeddingValueInvalid,
+        "every element of a vector is a finite number",
+    ),
+    held(
+        Invariant::EmbeddingBase64Invalid,
+        "a base64 vector is padded base64 of whole little-endian float32s",
+    ),
+    held(
+        Invariant::EmbeddingDimensionMismatch,
+        "every vector has one length, `dimensions` when the request sets it",
+    ),
+];
+
 pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBEDDINGS_REQUEST,
     check: embeddings,
+    invariants: EMBEDDINGS_HELD,
     figures: FIGURES,
     relations: RELATIONS,
     header_figures: &[],
@@ -159,10 +193,52 @@ const CHAT_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// What `chat` holds of a whole chat answer.
+const CHAT_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "the body is an object with a `choices` array",
+    ),
+    held(
+        Invariant::ChoiceCountMismatch,
+        "`choices` holds `n` choices (default 1)",
+    ),
+    held(
+        Invariant::ChoiceInvalid,
+        "each choice is an object with a `message` object",
+    ),
+    held(
+        Invariant::ChoiceIndexInvalid,
+        "each choice's `index` is in `0..n`, each once",
+    ),
+    held(
+        Invariant::ToolArgumentsType,
+        "each `message.tool_calls[].function.arguments` is a JSON string",
+    ),
+];
+
+/// What `ChatEvents` holds of a chat or completions stream.
+const CHUNKS_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::PayloadMissing,
+        "a chunk's `choices` (when present) is an array",
+    ),
+    held(
+        Invariant::ChoiceIndexInvalid,
+        "each of a chunk's choices is an object whose `index` is one of the `n` asked for",
+    ),
+    held(
+        Invariant::ToolArgumentsType,
+        "a chunk's `tool_calls[].function.arguments` fragment is a string",
+    ),
+    held(Invariant::StreamAfterDone, "nothing follows `data: [DONE]`"),
+];
+
 pub(super) const CHAT: Endpoint = Endpoint {
     operation: "chat",
     request: &CHAT_REQUEST,
     check: chat,
+    invariants: CHAT_HELD,
     figures: GENERATION_FIGURES,
     relations: GENERATION_RELATIONS,
     header_figures: &[],
@@ -177,6 +253,7 @@ pub(super) const CHAT: Endpoint = Endpoint {
                 tools,
             )))
         },
+        invariants: CHUNKS_HELD,
         unread: || Box::new(ChatEvents::new(usize::MAX, false)),
     }),
     output: Some(OUTPUT),
@@ -212,6 +289,15 @@ const COMPLETIONS: Endpoint = Endpoint {
     operation: "text_completion",
     request: &COMPLETIONS_REQUEST,
     check: completions,
+    invariants: &[
+        held(Invariant::PayloadMissing, "the body is an object with a `choices` array"),
+        held(
+            Invariant::ChoiceCountMismatch,
+            "`choices` holds `n` (default 1) per prompt (`prompt`: a string or `int[]` is 1, an array its length)",
+        ),
+        held(Invariant::ChoiceInvalid, "each choice is an object whose `text` is a string"),
+        held(Invariant::ChoiceIndexInvalid, "each choice's `index` is in range, each once"),
+    ],
     figures: GENERATION_FIGURES,
     relations: GENERATION_RELATIONS,
     header_figures: &[],
@@ -220,6 +306,7 @@ const COMPLETIONS: Endpoint = Endpoint {
         framing: Framing::Sse,
         comments: true,
         start: |request| Ok(Box::new(ChatEvents::new(choices_of(request, true)?, false))),
+        invariants: CHUNKS_HELD,
         unread: || Box::new(ChatEvents::new(usize::MAX, false)),
     }),
     output: None,
@@ -237,10 +324,41 @@ const RERANK_REQUEST: RequestShape = RequestShape {
     ],
 };
 
+/// What `invariants::ranking` holds of `results`, documents echoed as
+/// `{"text": …}`.
+pub(super) const RERANK_HELD: &[HeldInvariant] = &[
+    held(Invariant::PayloadMissing, "the body has a `results` array"),
+    held(
+        Invariant::RerankCountExceeded,
+        "at most one result per document, and at most `top_n` when set",
+    ),
+    held(
+        Invariant::RerankResultInvalid,
+        "each result is an object with a non-negative integer `index`",
+    ),
+    held(
+        Invariant::RerankIndexOutOfRange,
+        "each `index` names a document of the request",
+    ),
+    held(
+        Invariant::RerankIndexDuplicate,
+        "no two results rank the same document",
+    ),
+    held(
+        Invariant::RerankScoreInvalid,
+        "each `relevance_score` is a finite number",
+    ),
+    held(
+        Invariant::RerankDocumentInvalid,
+        "a result's `document`, when present, is `{\"text\": …}`",
+    ),
+];
+
 const RERANK: Endpoint = Endpoint {
     operation: "rerank",
     request: &RERANK_REQUEST,
     check: rerank,
+    invariants: RERANK_HELD,
     figures: FIGURES,
     relations: &[],
     header_figures: &[],

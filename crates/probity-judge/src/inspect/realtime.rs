@@ -31,7 +31,7 @@ pub(crate) const FIGURES: &[Figure] = &[
 /// define: "Cached tokens here are counted as a subset of input tokens",
 /// the input's text, audio and image tokens are of it, the cached ones'
 /// details of the cached tokens, the output's text and audio of it.
-const RELATIONS: &[Relation] = &[
+pub(crate) const RELATIONS: &[Relation] = &[
     Relation::at_most(
         "cached_tokens<=input_tokens",
         "/response/usage/input_token_details/cached_tokens",

@@ -10,7 +10,7 @@
 //! `.incomplete`, `.failed`) carrying the whole response object.
 
 use super::stream::{self, Event, EventCheck, Framing, Seen};
-use super::{Endpoint, Field, RequestShape, Response, StreamSpec};
+use super::{held, Endpoint, Field, HeldInvariant, RequestShape, Response, StreamSpec};
 use crate::contract::{
     Answer, Arguments, Declared, OutputSpec, Requested, StreamedAnswer, StreamedCalls, ToolCall,
     ToolSpec,
@@ -93,11 +93,70 @@ const STORED_REQUEST: RequestShape = RequestShape {
     fields: OUTPUT_FIELDS,
 };
 
+/// What `response_object` holds of a response object, whole or under a
+/// stream event's `response`.
+const RESPONSE_HELD: &[HeldInvariant] = &[
+    held(Invariant::PayloadMissing, "the body is an object whose `output` is an array"),
+    held(Invariant::ResponseObjectInvalid, "`object`, when present, is `\"response\"`"),
+    held(
+        Invariant::ResponseStatusInvalid,
+        "`status`, when present, is one of `completed`, `incomplete`, `failed`, `in_progress`, `queued`, `cancelled`",
+    ),
+    held(Invariant::ResponseItemInvalid, "each `output` item is an object with a string `type`"),
+    held(
+        Invariant::ResponseContentInvalid,
+        "a `message` item's `content` is an array of parts with a string `type`, an `output_text` part's `text` a string",
+    ),
+    held(
+        Invariant::ResponseFunctionCallInvalid,
+        "a `function_call` item's `call_id`, `name` and `arguments` are strings",
+    ),
+];
+
+/// What `ResponseEvents` holds of a Responses stream: its events, and the
+/// response objects and items they carry, each as a whole answer's.
+const EVENTS_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::ResponseEventInvalid,
+        "each event has a string `type`; a `response.*` lifecycle event carries its `response` object",
+    ),
+    held(
+        Invariant::ResponseSequenceInvalid,
+        "`sequence_number`, when present, is a count that rises by one from event to event",
+    ),
+    held(Invariant::PayloadMissing, "a lifecycle event's `response.output` is an array"),
+    held(
+        Invariant::ResponseObjectInvalid,
+        "a lifecycle event's `response.object`, when present, is `\"response\"`",
+    ),
+    held(
+        Invariant::ResponseStatusInvalid,
+        "a lifecycle event's `response.status`, when present, is one the API defines",
+    ),
+    held(
+        Invariant::ResponseItemInvalid,
+        "each item (in `response.output`, an `output_item` event's `item`) is an object with a string `type`",
+    ),
+    held(
+        Invariant::ResponseContentInvalid,
+        "a `message` item's `content` is an array of parts with a string `type`, an `output_text` part's `text` a string",
+    ),
+    held(
+        Invariant::ResponseFunctionCallInvalid,
+        "a `function_call` item's `call_id`, `name` and `arguments` are strings",
+    ),
+    held(
+        Invariant::StreamAfterDone,
+        "nothing follows the terminal event (`response.completed`, `.incomplete`, `.failed`)",
+    ),
+];
+
 /// `POST …/responses`: a response object, or with `stream: true` its events.
 pub(super) const CREATE: Endpoint = Endpoint {
     operation: "chat",
     request: &CREATE_REQUEST,
     check: response_object,
+    invariants: RESPONSE_HELD,
     figures: FIGURES,
     relations: RELATIONS,
     header_figures: &[],
@@ -110,11 +169,19 @@ pub(super) const CREATE: Endpoint = Endpoint {
                 declared_tools(request).is_some(),
             )))
         },
+        invariants: EVENTS_HELD,
         unread: || Box::new(ResponseEvents::new(false)),
     }),
     output: Some(OUTPUT),
     batch: None,
 };
+
+/// How [`STORED`] is reached, as the reference prints it: no table lists
+/// it (an id is no suffix).
+pub(super) const STORED_PATHS: &[(&str, &str)] = &[
+    ("GET", "…/responses/{id}"),
+    ("POST", "…/responses/{id}/cancel"),
+];
 
 /// `GET …/responses/{id}` and `POST …/responses/{id}/cancel`: the stored
 /// response object, judged as a created one. No request asks for its
@@ -125,6 +192,7 @@ pub(super) static STORED: Endpoint = Endpoint {
     operation: "chat",
     request: &STORED_REQUEST,
     check: response_object,
+    invariants: RESPONSE_HELD,
     figures: FIGURES,
     relations: RELATIONS,
     header_figures: &[],
@@ -730,6 +798,23 @@ impl EventCheck for ResponseEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_paths_the_reference_prints_reach_the_stored_endpoint() {
+        use crate::inspect::Dialect;
+        let openai = super::super::openai::OpenAi;
+        for (method, path) in STORED_PATHS {
+            let path = path.replace('…', "/v1").replace("{id}", "resp_1");
+            let reached = match *method {
+                "GET" => openai.read(&path, None),
+                _ => openai.endpoint(&path),
+            };
+            assert!(
+                reached.is_some_and(|e| std::ptr::eq(e, &STORED)),
+                "{method} {path}"
+            );
+        }
+    }
 
     #[test]
     fn stored_paths_are_one_response_or_its_cancel() {

@@ -2,11 +2,12 @@
 //! arrays; `/v1/embeddings` and `/embeddings` are OpenAI's shape. Its figures
 //! are response headers.
 
-use super::{Dialect, Endpoint, Field, RequestShape, Response};
+use super::{held, Dialect, Endpoint, Field, RequestShape, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
 use crate::figures::HeaderFigure;
 use crate::invariants::{self, Echo, EchoedDocument, Expect, Fault, Form, Ranking};
 use crate::json::{Kind, Object};
+use crate::violation::Invariant;
 
 pub(super) struct Tei;
 
@@ -43,6 +44,21 @@ const EMBED: Endpoint = Endpoint {
     operation: "embeddings",
     request: &EMBED_REQUEST,
     check: embed,
+    invariants: &[
+        held(Invariant::PayloadMissing, "the body is an array of vectors"),
+        held(
+            Invariant::EmbeddingCountMismatch,
+            "one vector per input (`inputs`: a string is 1, an array its length)",
+        ),
+        held(
+            Invariant::EmbeddingValueInvalid,
+            "every element of a vector is a finite number",
+        ),
+        held(
+            Invariant::EmbeddingDimensionMismatch,
+            "every vector has one length, `dimensions` when the request sets it",
+        ),
+    ],
     figures: &[],
     relations: &[],
     header_figures: HEADERS,
@@ -64,6 +80,33 @@ const RERANK: Endpoint = Endpoint {
     operation: "rerank",
     request: &RERANK_REQUEST,
     check: rerank,
+    invariants: &[
+        held(Invariant::PayloadMissing, "the body is an array of results"),
+        held(
+            Invariant::RerankCountExceeded,
+            "at most one result per text of `texts`",
+        ),
+        held(
+            Invariant::RerankResultInvalid,
+            "each result is an object with a non-negative integer `index`",
+        ),
+        held(
+            Invariant::RerankIndexOutOfRange,
+            "each `index` names a text of the request",
+        ),
+        held(
+            Invariant::RerankIndexDuplicate,
+            "no two results rank the same text",
+        ),
+        held(
+            Invariant::RerankScoreInvalid,
+            "each `score` is a finite number",
+        ),
+        held(
+            Invariant::RerankDocumentInvalid,
+            "with `return_text: true`, each result echoes its `text` as a string",
+        ),
+    ],
     figures: &[],
     relations: &[],
     header_figures: HEADERS,
@@ -76,6 +119,7 @@ const OPENAI_EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
     request: &super::openai::EMBEDDINGS_REQUEST,
     check: super::openai::embeddings,
+    invariants: super::openai::EMBEDDINGS_HELD,
     figures: super::openai::FIGURES,
     relations: &[],
     header_figures: HEADERS,
