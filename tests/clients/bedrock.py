@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 
 
-# Retries off, as probity's README advises (the SDK matrix,
+# Retries off, as probity's manual advises (docs/src/apps.md) (the SDK matrix,
 # tests/it/sdks.rs, counts each retry mode's attempts).
 runtime = boto3.client(
     "bedrock-runtime",

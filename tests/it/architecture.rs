@@ -312,13 +312,35 @@ fn no_function_outside_tests_is_longer_than_a_reader_can_hold() {
     );
 }
 
-/// The README is the reference: every metric, every error type, every
+/// The manual's text: every page under docs/src, the generated reference
+/// pages included, as one string.
+fn manual() -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push_str(&std::fs::read_to_string(&path).unwrap());
+                out.push('\n');
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src"),
+        &mut out,
+    );
+    out
+}
+
+/// The manual is the reference: every metric, every error type, every
 /// configuration key and every invariant code (from `Invariant::ALL`)
 /// appears in it, so the documentation cannot drift from the code.
 #[test]
-fn the_readme_names_every_metric_error_type_key_and_invariant() {
+fn the_manual_names_every_metric_error_type_key_and_invariant() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let manual = manual();
     let text = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
     // `"..."` literals of a file that look like snake_case names.
     let names = |source: &str, keep: &dyn Fn(&str) -> bool| -> BTreeSet<String> {
@@ -364,27 +386,31 @@ fn the_readme_names_every_metric_error_type_key_and_invariant() {
         ("configuration key", keys),
     ] {
         for name in set {
-            if !readme.contains(&format!("`{name}")) && !readme.contains(&name) {
+            if !manual.contains(&format!("`{name}")) && !manual.contains(&name) {
                 missing.push(format!("{what} {name}"));
             }
         }
     }
-    assert!(missing.is_empty(), "not in README.md: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "not in the manual (docs/src): {missing:?}"
+    );
 }
 
-/// Every reason an answer or a tool call can be invalid for, and every
-/// outcome, is in the README: read from the types themselves, not from the
-/// source text.
+/// Every reason an answer or a tool call can be invalid for is in the
+/// manual: read from the type itself, not from the source text.
 #[test]
-fn the_readme_names_every_reason() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+fn the_manual_names_every_reason() {
+    let manual = manual();
     let missing: Vec<&str> = probity_judge::contract::Reason::ALL
         .iter()
         .map(|r| r.as_str())
-        .filter(|r| !readme.contains(&format!("`{r}`")))
+        .filter(|r| !manual.contains(&format!("`{r}`")))
         .collect();
-    assert!(missing.is_empty(), "the README does not name {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "the manual (docs/src) does not name {missing:?}"
+    );
 }
 
 /// The judging core does no I/O, so an app can call it in-process and

@@ -37,10 +37,10 @@
 //!   probity chooses.
 //!
 //! Every expectation is cross-checked offline against [`verdict`], this
-//! file's reading of the rule (README, "What probity checks: generation,
-//! streamed or not"), which is also the oracle of the generated mutations.
-//! What is this file's own: the figure tables, relations (README,
-//! "Relations between figures") and payload rules of each endpoint, the
+//! file's reading of the rule (the manual, docs/src/concepts/figures.md and
+//! docs/src/concepts/invariants.md), which is also the oracle of the generated mutations.
+//! What is this file's own: the figure tables, relations (the manual,
+//! docs/src/concepts/relations.md) and payload rules of each endpoint, the
 //! stream rule event by event (running totals against the events before), the error event of each
 //! framing, the mutations of streams and their cuts. One probity has a route
 //! per dialect at `/<dialect>`, and a short capture list.

@@ -52,6 +52,7 @@ mod hardening;
 mod inspection;
 mod lifecycle;
 mod logs;
+mod manual;
 mod overhead;
 mod passthrough;
 mod property;

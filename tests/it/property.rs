@@ -15,7 +15,7 @@
 //! after the end (`[DONE]`, `done: true`), and an event with a running
 //! total repeated, the total equal, one below or one above.
 //!
-//! The three-way rule (README, "What probity checks"): every case gets
+//! The three-way rule (the manual, docs/src/concepts/answer.md): every case gets
 //! exactly one answer (never a hang, a reset or a 500), and it is one of
 //! 1. the upstream's status and bytes, unchanged;
 //! 2. the upstream's bytes with exactly the values at the pointers listed in
@@ -2266,7 +2266,7 @@ async fn shrink(bench: &mut Bench, bases: &[Base], failure: &mut Failure, kind: 
     }
 }
 
-/// Fixtures whose expected bytes record what the README's rule forbids
+/// Fixtures whose expected bytes record what the manual's rule forbids
 /// (see the property test's findings): the oracle is not held to them.
 const FIXTURES_RECORDING_A_DEFECT: &[&str] = &[];
 

@@ -733,7 +733,7 @@ fn bedrock_cohere_embed(case: &str) -> String {
 
 /// The fake providers behind one probity, with a route per dialect, and for
 /// openai and anthropic a second route with `retry_invalid_response = true`.
-/// The Bedrock route holds a Bedrock API key, as the README advises: the
+/// The Bedrock route holds a Bedrock API key, as the manual advises (docs/src/apps.md): the
 /// SDKs sign with dummy credentials, and probity sends its key instead.
 struct Session {
     upstream: Upstream,
@@ -1675,7 +1675,7 @@ async fn python_boto3() {
     // boto3 knows no `x-should-retry`: it retries any 502, in its default
     // mode twice (`standard`, botocore's default as of 1.44, with
     // AWS_RETRY_MODE unset), in `legacy` mode four times; with retries off
-    // (the README's advice) the corrupt answer is asked for once.
+    // (the manual's advice, docs/src/apps.md) the corrupt answer is asked for once.
     let rejected = || Expect::Raised("ClientError", "content_block_invalid");
     for (case, times) in [("retry-default", 3), ("retry-legacy", 5), ("retry-off", 1)] {
         m.row_calls(

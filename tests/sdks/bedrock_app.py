@@ -21,7 +21,7 @@ def client(**retries):
     return boto3.client("bedrock-runtime", endpoint_url=f"{PROBITY}/bedrock", config=config)
 
 
-# Retries off, as probity's README advises (boto3 retries any 502), for
+# Retries off, as probity's manual advises (docs/src/apps.md) (boto3 retries any 502), for
 # every row but the retry rows; those use boto3's modes as they come.
 runtime = client(total_max_attempts=1)
 CLIENTS = {

@@ -1,6 +1,7 @@
 """LangChain's `ChatBedrockConverse` (langchain-aws, boto3 underneath)
 through probity: `endpoint_url` at probity, dummy AWS credentials,
-retries off as probity's README advises. `invoke` and `stream`. The model
+retries off as probity's manual advises
+(docs/src/apps.md). `invoke` and `stream`. The model
 id's version (after its last `:`) names the case the fake upstream answers
 (tests/it/sdks.rs). One JSON line per row (rows.py)."""
 

@@ -1,13 +1,13 @@
 //! The oracle of `tests/it/property.rs`: what a client may receive for an
-//! upstream answer, read from the README alone.
+//! upstream answer, read from the manual (docs/src/) alone.
 //!
 //! - a strict RFC 8259 reader ([`Doc`]) that keeps every value's byte span,
 //!   resolves pointers the way probity reads duplicate keys (the last one
 //!   wins) and accepts what the grammar accepts (lone surrogate escapes,
 //!   numbers of any size);
-//! - the figure tables of the README, and a reading of each figure that is
+//! - the figure tables of the manual's dialect pages, and a reading of each figure that is
 //!   only ever sure of the clear cases ([`Reading`]);
-//! - the relations between figures (README, "Relations between figures")
+//! - the relations between figures (the manual, docs/src/concepts/relations.md)
 //!   as data beside the tables, judged over those readings ([`relate`]),
 //!   and a stream's running totals against earlier events ([`Running`]):
 //!   each figure sound alone is kept, contradicted, or (when a figure a
@@ -517,8 +517,8 @@ pub const ANTHROPIC_RUNNING: &[&str] = &[
 
 // ---------------------------------------------------------------- relations
 
-/// What a provider defines a figure to be against others (README,
-/// "Relations between figures"), over the pointers of a table (a
+/// What a provider defines a figure to be against others (the manual,
+/// docs/src/concepts/relations.md), over the pointers of a table (a
 /// wildcard's member by its own pointer). Under the `provider` convention,
 /// the one every route of the property test has.
 #[derive(Debug, Clone, Copy)]
@@ -997,7 +997,7 @@ pub struct Endpoint {
 }
 
 /// The endpoint probity checks at `path` (after the route prefix), as the
-/// README's tables say; `None` for one it passes unchecked.
+/// manual's dialect pages say; `None` for one it passes unchecked.
 pub fn endpoint(dialect: &str, path: &str) -> Option<Endpoint> {
     let body = |figures, relations| {
         Some(Endpoint {
@@ -1554,7 +1554,7 @@ pub fn differ_text(got: &[u8], want: &[u8]) -> String {
     )
 }
 
-/// Checks what the README requires whatever else happens: every clearly
+/// Checks what the manual requires whatever else happens: every clearly
 /// malformed or contradicted figure is listed, and a record whose figures
 /// are all clearly malformed, contradicted or `null` (one malformed or
 /// contradicted at least) collapses.
@@ -1801,7 +1801,7 @@ pub fn ndjson_data(raw: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-/// What the README says of one upstream event, in its stream.
+/// What the manual says of one upstream event, in its stream.
 #[derive(Debug, Clone)]
 pub enum Rule {
     /// Passes as it came (a comment, `[DONE]`, an error, an event type

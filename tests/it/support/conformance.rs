@@ -629,10 +629,10 @@ pub struct Judged {
     pub sound: Vec<(String, u128, Range<usize>, Option<&'static str>)>,
 }
 
-/// The rule (README, "What probity checks"): a malformed figure is nulled
+/// The rule (the manual, docs/src/concepts/figures.md): a malformed figure is nulled
 /// and listed; then every relation of `relations` that holds under
-/// `convention` is judged on the figures as read alone (README, "Relations
-/// between figures"), and every sound figure a breached one names is
+/// `convention` is judged on the figures as read alone (the manual,
+/// docs/src/concepts/relations.md), and every sound figure a breached one names is
 /// nulled and listed as a malformed one is (not counted as malformed); a
 /// record (below the root) that lost figures and keeps no sound one is
 /// nulled whole and listed after them; null and absent figures are not

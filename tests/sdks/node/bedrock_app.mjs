@@ -2,7 +2,7 @@
 // uses it: `BedrockRuntimeClient` with `endpoint` at probity and dummy
 // credentials (the route holds the Bedrock key), `ConverseCommand` and
 // `ConverseStreamCommand`. Retries off (`maxAttempts: 1`), as probity's
-// README advises for a corrupt answer. The model id's version (after its
+// manual advises (docs/src/apps.md) for a corrupt answer. The model id's version (after its
 // last `:`) names the case the fake upstream answers (tests/it/sdks.rs).
 // One JSON line per row (rows.mjs).
 
