@@ -29,20 +29,10 @@ fn crates() -> Vec<(String, PathBuf)> {
 }
 
 fn sources() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for (_, src) in crates() {
-        walk(&src, &mut out);
-    }
+    let mut out: Vec<PathBuf> = crates()
+        .iter()
+        .flat_map(|(_, src)| crate::support::files_under(src, "rs"))
+        .collect();
     out.sort();
     out
 }
@@ -315,23 +305,11 @@ fn no_function_outside_tests_is_longer_than_a_reader_can_hold() {
 /// The manual's text: every page under docs/src, the generated reference
 /// pages included, as one string.
 fn manual() -> String {
-    fn walk(dir: &Path, out: &mut String) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                out.push_str(&std::fs::read_to_string(&path).unwrap());
-                out.push('\n');
-            }
-        }
-    }
-    let mut out = String::new();
-    walk(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src"),
-        &mut out,
-    );
-    out
+    let pages = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src");
+    crate::support::files_under(&pages, "md")
+        .iter()
+        .map(|page| std::fs::read_to_string(page).unwrap() + "\n")
+        .collect()
 }
 
 /// The manual is the reference: every metric, every error type, every

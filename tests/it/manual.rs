@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{can_run, temp_path, PROXY_VARIABLES};
+use crate::support::{can_run, files_under, temp_path, PROXY_VARIABLES};
 
 /// A fenced code block of a page.
 struct Block {
@@ -79,20 +79,7 @@ fn included(text: &str, folder: &Path) -> String {
 
 /// Every page of the manual, under docs/src.
 fn pages() -> Vec<PathBuf> {
-    fn walk(dir: &Path, into: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, into);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                into.push(path);
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(&root().join("docs/src"), &mut found);
-    found.sort();
-    found
+    files_under(&root().join("docs/src"), "md")
 }
 
 /// `probity check-config` on one file: its problems, if any. Each client

@@ -167,6 +167,25 @@ pub const PROXY_VARIABLES: [&str; 8] = [
     "no_proxy",
 ];
 
+/// Every file under `dir` (at any depth) whose name ends `.{ext}`, sorted:
+/// the sources the architecture tests read, the manual's pages.
+pub fn files_under(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, ext, out);
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, ext, &mut out);
+    out.sort();
+    out
+}
+
 /// A config file path unique to this test process and call.
 pub fn temp_path(suffix: &str) -> std::path::PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -114,33 +114,11 @@ const RERANK: Endpoint = Endpoint {
     operation: "rerank",
     request: &RERANK_REQUEST,
     check: rerank,
-    invariants: &[
-        held(Invariant::PayloadMissing, "the body has a `results` array"),
-        held(
-            Invariant::RerankCountExceeded,
-            "at most one result per document, and at most `top_n` when set",
-        ),
-        held(
-            Invariant::RerankResultInvalid,
-            "each result is an object with a non-negative integer `index`",
-        ),
-        held(
-            Invariant::RerankIndexOutOfRange,
-            "each `index` names a document of the request",
-        ),
-        held(
-            Invariant::RerankIndexDuplicate,
-            "no two results rank the same document",
-        ),
-        held(
-            Invariant::RerankScoreInvalid,
-            "each `relevance_score` is a finite number",
-        ),
-        held(
-            Invariant::RerankDocumentInvalid,
-            "with `return_documents: true`, each result echoes its `document` as `{\"text\": …}`",
-        ),
-    ],
+    invariants: &super::ranking_held(
+        "the body has a `results` array",
+        "at most one result per document, and at most `top_n` when set",
+        "with `return_documents: true`, each result echoes its `document` as `{\"text\": …}`",
+    ),
     figures: &[
         Figure::id("/id"),
         Figure::number("/meta/billed_units/search_units"),

@@ -2,11 +2,10 @@
 //! `/v1/rerank` (which echoes documents by default).
 
 use super::hosted::{self, Hosted};
-use super::{held, Endpoint, Field, HeldInvariant, RequestShape, Response};
+use super::{Endpoint, Field, HeldInvariant, RequestShape, Response};
 use crate::figures::Figure;
 use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
 use crate::json::{Kind, Object};
-use crate::violation::Invariant;
 
 /// `usage` is required in Jina's API schema.
 const FIGURES: &[Figure] = &[
@@ -37,41 +36,19 @@ const RERANK_REQUEST: RequestShape = RequestShape {
 };
 
 /// What `embeddings` holds (`invariants::openai_data`).
-const EMBEDDINGS_HELD: &[HeldInvariant] = &[
-    held(Invariant::PayloadMissing, "the body is an object with a `data` array"),
-    held(
-        Invariant::EmbeddingCountMismatch,
-        "`data` holds one item per input (`input`: a string is 1, an array its length)",
-    ),
-    held(Invariant::EmbeddingItemInvalid, "each item of `data` is an object with an `embedding`"),
-    held(Invariant::EmbeddingIndexInvalid, "each item's `index` is an integer in `0..n`, each once"),
-    held(
-        Invariant::EmbeddingValueInvalid,
-        "every element is a finite number, or an integer in range for the integer and packed binary types",
-    ),
-    held(Invariant::EmbeddingBase64Invalid, "a `base64` vector is padded base64 of whole float32s"),
-    held(
-        Invariant::EmbeddingDimensionMismatch,
-        "every vector has one length, `dimensions` when set (a packed binary one an eighth of it)",
-    ),
-];
+const EMBEDDINGS_HELD: &[HeldInvariant] = &super::data_held(
+    "`data` holds one item per input (`input`: a string is 1, an array its length)",
+    "every element is a finite number, or an integer in range for the integer and packed binary types",
+    "a `base64` vector is padded base64 of whole float32s",
+    "every vector has one length, `dimensions` when set (a packed binary one an eighth of it)",
+);
 
 /// What `rerank` holds (`invariants::ranking`).
-const RERANK_HELD: &[HeldInvariant] = &[
-    held(Invariant::PayloadMissing, "the body has a `results` array"),
-    held(
-        Invariant::RerankCountExceeded,
-        "at most one result per document, and at most `top_n` when set",
-    ),
-    held(Invariant::RerankResultInvalid, "each result is an object with a non-negative integer `index`"),
-    held(Invariant::RerankIndexOutOfRange, "each `index` names a document of the request"),
-    held(Invariant::RerankIndexDuplicate, "no two results rank the same document"),
-    held(Invariant::RerankScoreInvalid, "each `relevance_score` is a finite number"),
-    held(
-        Invariant::RerankDocumentInvalid,
-        "by default (`return_documents` unset or `true`), each result echoes its `document` as `{\"text\": …}`",
-    ),
-];
+const RERANK_HELD: &[HeldInvariant] = &super::ranking_held(
+    "the body has a `results` array",
+    "at most one result per document, and at most `top_n` when set",
+    "by default (`return_documents` unset or `true`), each result echoes its `document` as `{\"text\": …}`",
+);
 
 const EMBEDDINGS: Endpoint =
     hosted::embeddings(&EMBEDDINGS_REQUEST, (embeddings, EMBEDDINGS_HELD), FIGURES);

@@ -346,6 +346,66 @@ pub(crate) const fn held(invariant: Invariant, rule: &'static str) -> HeldInvari
     HeldInvariant { invariant, rule }
 }
 
+/// What `invariants::ranking` holds, for a dialect whose results are in
+/// `payload`'s list, limited as `count` says, documents echoed as
+/// `document` says: the rules in between are every reranker's.
+pub(crate) const fn ranking_held(
+    payload: &'static str,
+    count: &'static str,
+    document: &'static str,
+) -> [HeldInvariant; 7] {
+    [
+        held(Invariant::PayloadMissing, payload),
+        held(Invariant::RerankCountExceeded, count),
+        held(
+            Invariant::RerankResultInvalid,
+            "each result is an object with a non-negative integer `index`",
+        ),
+        held(
+            Invariant::RerankIndexOutOfRange,
+            "each `index` names a document of the request",
+        ),
+        held(
+            Invariant::RerankIndexDuplicate,
+            "no two results rank the same document",
+        ),
+        held(
+            Invariant::RerankScoreInvalid,
+            "each `relevance_score` is a finite number",
+        ),
+        held(Invariant::RerankDocumentInvalid, document),
+    ]
+}
+
+/// What `invariants::openai_data` holds of a `data` list of embeddings,
+/// with the rules that differ by provider (what counts as an input, the
+/// element types, the base64 encoding, the dimension asked) given.
+pub(crate) const fn data_held(
+    count: &'static str,
+    value: &'static str,
+    base64: &'static str,
+    dimension: &'static str,
+) -> [HeldInvariant; 7] {
+    [
+        held(
+            Invariant::PayloadMissing,
+            "the body is an object with a `data` array",
+        ),
+        held(Invariant::EmbeddingCountMismatch, count),
+        held(
+            Invariant::EmbeddingItemInvalid,
+            "each item of `data` is an object with an `embedding`",
+        ),
+        held(
+            Invariant::EmbeddingIndexInvalid,
+            "each item's `index` is an integer in `0..n`, each once",
+        ),
+        held(Invariant::EmbeddingValueInvalid, value),
+        held(Invariant::EmbeddingBase64Invalid, base64),
+        held(Invariant::EmbeddingDimensionMismatch, dimension),
+    ]
+}
+
 /// What every whole answer to an inspected endpoint is held to before its
 /// endpoint's own check: `inspect` parses it, the proxy decodes it.
 pub const EVERY_ANSWER: &[HeldInvariant] = &[

@@ -46,36 +46,12 @@ pub(super) const RELATIONS: &[Relation] = &[Relation::at_most(
 
 /// What `invariants::openai_data` holds of OpenAI's `data` (floats, or
 /// base64 of float32 with `encoding_format: "base64"`).
-pub(super) const EMBEDDINGS_HELD: &[HeldInvariant] = &[
-    held(
-        Invariant::PayloadMissing,
-        "the body is an object with a `data` array",
-    ),
-    held(
-        Invariant::EmbeddingCountMismatch,
-        "`data` holds one item per input (`input`: a string or `int[]` is 1, an array its length)",
-    ),
-    held(
-        Invariant::EmbeddingItemInvalid,
-        "each item of `data` is an object with an `embedding`",
-    ),
-    held(
-        Invariant::EmbeddingIndexInvalid,
-        "each item's `index` is an integer in `0..n`, each once",
-    ),
-    held(
-        Invariant::EmbeddingValueInvalid,
-        "every element of a vector is a finite number",
-    ),
-    held(
-        Invariant::EmbeddingBase64Invalid,
-        "a base64 vector is padded base64 of whole little-endian float32s",
-    ),
-    held(
-        Invariant::EmbeddingDimensionMismatch,
-        "every vector has one length, `dimensions` when the request sets it",
-    ),
-];
+pub(super) const EMBEDDINGS_HELD: &[HeldInvariant] = &super::data_held(
+    "`data` holds one item per input (`input`: a string or `int[]` is 1, an array its length)",
+    "every element of a vector is a finite number",
+    "a base64 vector is padded base64 of whole little-endian float32s",
+    "every vector has one length, `dimensions` when the request sets it",
+);
 
 pub(super) const EMBEDDINGS: Endpoint = Endpoint {
     operation: "embeddings",
@@ -326,33 +302,11 @@ const RERANK_REQUEST: RequestShape = RequestShape {
 
 /// What `invariants::ranking` holds of `results`, documents echoed as
 /// `{"text": …}`.
-pub(super) const RERANK_HELD: &[HeldInvariant] = &[
-    held(Invariant::PayloadMissing, "the body has a `results` array"),
-    held(
-        Invariant::RerankCountExceeded,
-        "at most one result per document, and at most `top_n` when set",
-    ),
-    held(
-        Invariant::RerankResultInvalid,
-        "each result is an object with a non-negative integer `index`",
-    ),
-    held(
-        Invariant::RerankIndexOutOfRange,
-        "each `index` names a document of the request",
-    ),
-    held(
-        Invariant::RerankIndexDuplicate,
-        "no two results rank the same document",
-    ),
-    held(
-        Invariant::RerankScoreInvalid,
-        "each `relevance_score` is a finite number",
-    ),
-    held(
-        Invariant::RerankDocumentInvalid,
-        "a result's `document`, when present, is `{\"text\": …}`",
-    ),
-];
+pub(super) const RERANK_HELD: &[HeldInvariant] = &super::ranking_held(
+    "the body has a `results` array",
+    "at most one result per document, and at most `top_n` when set",
+    "a result's `document`, when present, is `{\"text\": …}`",
+);
 
 const RERANK: Endpoint = Endpoint {
     operation: "rerank",

@@ -3,11 +3,10 @@
 //! as strings).
 
 use super::hosted::{self, Hosted};
-use super::{held, Endpoint, Field, HeldInvariant, RequestShape, Response};
+use super::{Endpoint, Field, HeldInvariant, RequestShape, Response};
 use crate::figures::Figure;
 use crate::invariants::{self, EchoedDocument, Expect, Fault, Form, INT8, UINT8};
 use crate::json::{Kind, Object};
-use crate::violation::Invariant;
 
 /// `usage` is required: the voyageai SDK reads `usage.total_tokens`.
 const FIGURES: &[Figure] = &[
@@ -38,53 +37,19 @@ const RERANK_REQUEST: RequestShape = RequestShape {
 };
 
 /// What `embeddings` holds (`invariants::openai_data`).
-const EMBEDDINGS_HELD: &[HeldInvariant] = &[
-    held(Invariant::PayloadMissing, "the body is an object with a `data` array"),
-    held(
-        Invariant::EmbeddingCountMismatch,
-        "`data` holds one item per input (`input`: a string is 1, an array its length)",
-    ),
-    held(Invariant::EmbeddingItemInvalid, "each item of `data` is an object with an `embedding`"),
-    held(Invariant::EmbeddingIndexInvalid, "each item's `index` is an integer in `0..n`, each once"),
-    held(
-        Invariant::EmbeddingValueInvalid,
-        "every element is a finite number, or an integer in range for the integer and packed binary types",
-    ),
-    held(Invariant::EmbeddingBase64Invalid, "a base64 vector (`encoding_format: \"base64\"`) is padded base64 of whole elements of `output_dtype`"),
-    held(
-        Invariant::EmbeddingDimensionMismatch,
-        "every vector has one length, `output_dimension` when set (a packed binary one an eighth of it)",
-    ),
-];
+const EMBEDDINGS_HELD: &[HeldInvariant] = &super::data_held(
+    "`data` holds one item per input (`input`: a string is 1, an array its length)",
+    "every element is a finite number, or an integer in range for the integer and packed binary types",
+    "a base64 vector (`encoding_format: \"base64\"`) is padded base64 of whole elements of `output_dtype`",
+    "every vector has one length, `output_dimension` when set (a packed binary one an eighth of it)",
+);
 
 /// What `rerank` holds (`invariants::ranking`).
-const RERANK_HELD: &[HeldInvariant] = &[
-    held(Invariant::PayloadMissing, "the body has a `data` array"),
-    held(
-        Invariant::RerankCountExceeded,
-        "at most one result per document, and at most `top_k` when set",
-    ),
-    held(
-        Invariant::RerankResultInvalid,
-        "each result is an object with a non-negative integer `index`",
-    ),
-    held(
-        Invariant::RerankIndexOutOfRange,
-        "each `index` names a document of the request",
-    ),
-    held(
-        Invariant::RerankIndexDuplicate,
-        "no two results rank the same document",
-    ),
-    held(
-        Invariant::RerankScoreInvalid,
-        "each `relevance_score` is a finite number",
-    ),
-    held(
-        Invariant::RerankDocumentInvalid,
-        "with `return_documents: true`, each result echoes its `document` as a string",
-    ),
-];
+const RERANK_HELD: &[HeldInvariant] = &super::ranking_held(
+    "the body has a `data` array",
+    "at most one result per document, and at most `top_k` when set",
+    "with `return_documents: true`, each result echoes its `document` as a string",
+);
 
 const EMBEDDINGS: Endpoint =
     hosted::embeddings(&EMBEDDINGS_REQUEST, (embeddings, EMBEDDINGS_HELD), FIGURES);
