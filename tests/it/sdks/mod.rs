@@ -25,6 +25,11 @@
 //! visible skip while it fails, and fails the test once it passes (so that
 //! the list is emptied with the fix).
 
+//!
+//! A surface reached through a cloud or a chat API of its own has its rows
+//! in a module of its own here (`sdks::<surface>`), with its own fake
+//! upstream, session and scripts, judged by the same [`Matrix`].
+
 use std::io::Write;
 use std::process::{Command, Output};
 use std::time::Duration;
