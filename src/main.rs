@@ -169,13 +169,7 @@ fn routes(cli: &Cli) -> ExitCode {
         "name", "prefix", "dialect", "upstream", "timeout_ms", "idle_ms", "max_resp_b"
     );
     for route in routes {
-        let key = match &route.api_key_env {
-            Some(var) if std::env::var_os(var).is_some_and(|v| !v.is_empty()) => {
-                format!("injected from {var}")
-            }
-            Some(var) => format!("{var} unset: the client's own"),
-            None => "the client's own".to_string(),
-        };
+        let key = key_of(route);
         println!(
             "{:<12} {:<12} {:<12} {:<44} {:>10} {:>10} {:>12}  {key}",
             route.name,
@@ -188,6 +182,27 @@ fn routes(cli: &Cli) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// What `probity routes` says of a route's credential: the key it
+/// injects, the signature or token it makes, or the client's own.
+fn key_of(route: &config::RouteConfig) -> String {
+    if let Some(region) = &route.aws_region {
+        return format!("SigV4-signed for {region}");
+    }
+    if let Some(source) = &route.google_credentials {
+        return match source.as_str() {
+            "metadata" => "Google token from the metadata server".to_string(),
+            path => format!("Google token from {path}"),
+        };
+    }
+    match &route.api_key_env {
+        Some(var) if std::env::var_os(var).is_some_and(|v| !v.is_empty()) => {
+            format!("injected from {var}")
+        }
+        Some(var) => format!("{var} unset: the client's own"),
+        None => "the client's own".to_string(),
+    }
 }
 
 /// `probity inspect`: the verdict on a saved response, exit 0 (passed,

@@ -253,6 +253,14 @@ pub struct RouteConfig {
     /// (service `bedrock`) with the `AWS_*` credentials of probity's
     /// environment, instead of an API key.
     pub aws_region: Option<String>,
+    /// A Google credential for Vertex AI, on a route of any dialect:
+    /// `"metadata"` (the metadata server's token: GKE Workload Identity, a
+    /// VM's service account; `GCE_METADATA_HOST` names another server) or
+    /// the path of a service-account key file (JSON), read at start.
+    /// Requests carry its access token as `Authorization: Bearer`,
+    /// refreshed 5 minutes before it expires; instead of `api_key_env` or
+    /// `aws_region`.
+    pub google_credentials: Option<String>,
     /// A `bedrock` route's model ids (as the path names them, decoded: an
     /// application inference profile's ARN) mapped to the model family
     /// whose `invoke` body they take: `anthropic`, `titan-embed-text-v2`,
@@ -303,6 +311,7 @@ impl Default for RouteConfig {
             dialect: None,
             api_key_env: None,
             aws_region: None,
+            google_credentials: None,
             model_families: std::collections::BTreeMap::new(),
             connect_timeout_ms: 2_000,
             // The SDKs' own: openai and anthropic wait 600 s for a response

@@ -377,6 +377,43 @@ impl RouteConfig {
         }
     }
 
+    /// How the route presents its credential: SigV4 or a Google token
+    /// (`api_key_env` alone is a name, checked with the other keys).
+    fn validate_credentials(&self, problem: &mut impl FnMut(&str, String)) {
+        self.validate_aws_region(problem);
+        self.validate_google_credentials(problem);
+    }
+
+    /// `google_credentials`: `metadata` or a path, the route's one
+    /// credential (its key file is read when the routes are built).
+    fn validate_google_credentials(&self, problem: &mut impl FnMut(&str, String)) {
+        let Some(credentials) = &self.google_credentials else {
+            return;
+        };
+        if credentials.is_empty() {
+            problem(
+                "google_credentials",
+                "empty: \"metadata\" (the metadata server's token) or the path of a \
+                 service-account key file"
+                    .into(),
+            );
+        }
+        for (key, set, what) in [
+            ("api_key_env", self.api_key_env.is_some(), "an API key"),
+            ("aws_region", self.aws_region.is_some(), "SigV4 signing"),
+        ] {
+            if set {
+                problem(
+                    "google_credentials",
+                    format!(
+                        "beside {key}: a route presents one credential, a Google access \
+                         token (google_credentials) or {what} ({key}), not both"
+                    ),
+                );
+            }
+        }
+    }
+
     /// `relations`: a convention's name (which ones a route's dialect
     /// takes is the route table's to say).
     fn validate_relations(&self, problem: &mut impl FnMut(&str, String)) {
@@ -450,7 +487,7 @@ impl RouteConfig {
             }
         }
 
-        self.validate_aws_region(&mut problem);
+        self.validate_credentials(&mut problem);
         self.validate_relations(&mut problem);
         if let Some(contract) = &self.contract {
             contract.validate(&mut |key: &str, message: String| {

@@ -14,6 +14,7 @@
 mod body;
 pub(crate) mod encoding;
 
+mod google;
 mod headers;
 mod pool;
 mod relay;
@@ -41,6 +42,7 @@ use probity_judge::json::Scanner;
 pub(crate) use body::{ClientFault, UpstreamBody};
 pub(crate) use encoding::Codings;
 use encoding::{BodyCoding, Coding, DecodeError};
+pub(crate) use google::{GoogleCredential, GoogleSetupError};
 pub use headers::remove_hop_by_hop;
 pub(crate) use headers::X_REQUEST_ID;
 pub(crate) use relay::Relay;
@@ -110,6 +112,9 @@ pub(crate) struct Upstream {
     /// The SigV4 signer of a route with `aws_region`: every request is
     /// signed anew over the bytes it carries.
     pub(crate) signer: Option<Signer>,
+    /// The Google credential of a route with `google_credentials`: each
+    /// request carries its current access token.
+    pub(crate) google: Option<GoogleCredential>,
     /// The remedy named in `upstream_unreachable` errors.
     pub(crate) hint: &'static str,
     /// The client of WebSocket tunnels (HTTP/1.1, unpooled), made on the
@@ -149,6 +154,7 @@ impl Upstream {
             limits,
             credential: None,
             signer: None,
+            google: None,
             hint,
             tunnels: std::sync::OnceLock::new(),
             connect_timeout,
@@ -224,18 +230,7 @@ impl Credential {
         let Some(name) = self.query else {
             return Some(Cow::Borrowed(query));
         };
-        // Compared as the provider reads it: `k%65y` is `key` too.
-        let kept: Vec<&str> = query
-            .split('&')
-            .filter(|pair| {
-                let raw = pair.split_once('=').map_or(*pair, |(name, _)| name);
-                !probity_judge::json::percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
-            })
-            .collect();
-        if kept.len() == query.split('&').count() {
-            return Some(Cow::Borrowed(query));
-        }
-        (!kept.is_empty()).then(|| Cow::Owned(kept.join("&")))
+        without_parameter(query, name)
     }
 
     /// Replaces whatever credential the client sent with the configured one.
@@ -250,6 +245,22 @@ impl Credential {
             }
         }
     }
+}
+
+/// `query` without the parameter `name` (a client's own key).
+fn without_parameter<'a>(query: &'a str, name: &str) -> Option<Cow<'a, str>> {
+    // Compared as the provider reads it: `k%65y` is `key` too.
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let raw = pair.split_once('=').map_or(*pair, |(name, _)| name);
+            !probity_judge::json::percent_decoded(raw).eq_ignore_ascii_case(name.as_bytes())
+        })
+        .collect();
+    if kept.len() == query.split('&').count() {
+        return Some(Cow::Borrowed(query));
+    }
+    (!kept.is_empty()).then(|| Cow::Owned(kept.join("&")))
 }
 
 /// Why an upstream request could not be built: probity's own fault.
@@ -274,9 +285,14 @@ pub(crate) fn upstream_request(
     accept: Option<Codings>,
     request_id: &HeaderValue,
 ) -> Result<Request<UpstreamBody>, BuildError> {
-    let query = match &upstream.credential {
-        Some(credential) => credential.query(client.uri.query()),
-        None => client.uri.query().map(Cow::Borrowed),
+    let query = match (&upstream.credential, &upstream.google) {
+        (Some(credential), _) => credential.query(client.uri.query()),
+        // Google's APIs take a key in `?key=` too; the token replaces it.
+        (None, Some(_)) => client
+            .uri
+            .query()
+            .and_then(|query| without_parameter(query, google::KEY_PARAMETER)),
+        (None, None) => client.uri.query().map(Cow::Borrowed),
     };
     let uri = upstream.uri(rest, query.as_deref())?;
     let mut headers = client.headers.clone();
@@ -297,7 +313,7 @@ pub(crate) fn upstream_request(
     if let Some(credential) = &upstream.credential {
         credential.apply(&mut headers);
     }
-    if upstream.signer.is_some() {
+    if upstream.signer.is_some() || upstream.google.is_some() {
         // The client's own key or signature is not for the upstream.
         for name in probity_judge::inspect::credential_headers() {
             headers.remove(name);
@@ -380,6 +396,18 @@ pub(crate) async fn fetch(
     traced: Option<Traced<'_>>,
     waited: &mut Duration,
 ) -> Result<Fetched, ForwardError> {
+    if let Some(google) = &upstream.google {
+        // The token's fetch, when one is due, is the upstream's time.
+        let asked = Instant::now();
+        // Boxed: only these routes' futures hold its room.
+        let authorized = Box::pin(google.authorize(request.headers_mut())).await;
+        *waited += asked.elapsed();
+        authorized.map_err(|err| ForwardError::Unreachable {
+            upstream: format!("{} (the route's Google token endpoint)", err.endpoint),
+            cause: err.cause,
+            hint: err.hint,
+        })?;
+    }
     // One call of fetch_untraced, whether traced or not: each await of it
     // would take its own room in this future, which is moved whole.
     let call = traced.map(|traced| {

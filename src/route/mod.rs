@@ -51,7 +51,7 @@ impl Route {
             self.families
                 .iter()
                 .find(|(id, _)| *id == model)
-                .map(|(_, endpoint)| *endpoint)
+                .and_then(|(_, endpoint)| self.dialect.family_at(endpoint, path))
         })
     }
 }
@@ -125,7 +125,11 @@ impl RouteTable {
         }
         let passing: Vec<&str> = routes
             .iter()
-            .filter(|r| r.upstream.credential.is_none() && r.upstream.signer.is_none())
+            .filter(|r| {
+                r.upstream.credential.is_none()
+                    && r.upstream.signer.is_none()
+                    && r.upstream.google.is_none()
+            })
             .map(|r| &*r.name)
             .collect();
         if !passing.is_empty() {
@@ -152,6 +156,7 @@ impl RouteTable {
         let dialect =
             inspect::dialect(name).ok_or(("dialect", format!("unknown dialect \"{name}\"")))?;
         let signer = signer(route, env)?;
+        let google = google(route, env)?;
         let families = families(route, dialect)?;
         let convention = convention(route, dialect, &url)?;
         let credential = match &route.api_key_env {
@@ -175,7 +180,7 @@ impl RouteTable {
                 None => None,
             },
         };
-        if (credential.is_some() || signer.is_some())
+        if (credential.is_some() || signer.is_some() || google.is_some())
             && url.scheme == http::uri::Scheme::HTTP
             && !loopback(&url)
         {
@@ -200,6 +205,7 @@ impl RouteTable {
         );
         upstream.credential = credential;
         upstream.signer = signer;
+        upstream.google = google;
         Ok(Route {
             name: route.name.as_str().into(),
             prefix: route.prefix.clone(),
@@ -329,6 +335,21 @@ fn signer(
             );
             ("aws_region", why)
         })
+}
+
+/// The Google credential of a route with `google_credentials` (its key
+/// file read now, so that `check-config` reports a bad one).
+fn google(
+    route: &RouteConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::forward::GoogleCredential>, (&'static str, String)> {
+    let Some(configured) = &route.google_credentials else {
+        return Ok(None);
+    };
+    let connect_timeout = Duration::from_millis(route.connect_timeout_ms);
+    crate::forward::GoogleCredential::new(configured, connect_timeout, env)
+        .map(Some)
+        .map_err(|err: crate::forward::GoogleSetupError| ("google_credentials", err.to_string()))
 }
 
 /// The credential a route injects, presented as its dialect takes it.

@@ -29,8 +29,8 @@ use crate::support::fixtures::*;
 use crate::support::*;
 use serde_json::Value;
 
-const DIALECTS: [&str; 8] = [
-    "openai", "ollama", "cohere", "jina", "tei", "voyage", "gemini", "bedrock",
+const DIALECTS: [&str; 10] = [
+    "openai", "ollama", "cohere", "jina", "tei", "voyage", "gemini", "bedrock", "azure", "vertex",
 ];
 
 const INVARIANTS: [&str; 14] = [
@@ -93,6 +93,8 @@ const GEMINI: Figures = &[
     ("/usageMetadata/promptTokenCount", Count, None),
     ("/usageMetadata/totalTokenCount", Count, None),
 ];
+/// Vertex's `:predict` on a text-embedding model.
+const VERTEX_PREDICT: Figures = &[("/metadata/billableCharacterCount", Count, None)];
 const TEI_HEADERS: &[&str] = &[
     "x-compute-tokens",
     "x-compute-characters",
@@ -150,13 +152,19 @@ const fn related(body: Figures, relations: Relations) -> Table {
 
 /// Every endpoint probity checks, with its table; any other passes
 /// unchecked.
-const TABLES: [(&str, &str, Table); 20] = [
+const TABLES: [(&str, &str, Table); 22] = [
     (
         "openai",
         "/v1/embeddings",
         related(OPENAI, OPENAI_RELATIONS),
     ),
     ("openai", "/v1/rerank", body(OPENAI)),
+    // Checked as openai.
+    (
+        "azure",
+        "/openai/deployments/text-embedding-3-small/embeddings",
+        related(OPENAI, OPENAI_RELATIONS),
+    ),
     ("ollama", "/api/embed", body(OLLAMA)),
     ("ollama", "/api/embeddings", body(&[])),
     // Checked as openai.
@@ -202,6 +210,11 @@ const TABLES: [(&str, &str, Table); 20] = [
         "gemini",
         "/v1beta/models/gemini-embedding-001:batchEmbedContents",
         body(GEMINI),
+    ),
+    (
+        "vertex",
+        "/v1/projects/my-project/locations/us-central1/publishers/google/models/text-embedding-005:predict",
+        body(VERTEX_PREDICT),
     ),
     (
         "bedrock",
@@ -567,6 +580,26 @@ async fn bedrock_figure_mutations() {
 }
 
 #[tokio::test]
+async fn vertex_fixtures() {
+    run_fixtures("vertex").await;
+}
+
+#[tokio::test]
+async fn vertex_figure_mutations() {
+    run_mutations("vertex").await;
+}
+
+#[tokio::test]
+async fn azure_fixtures() {
+    run_fixtures("azure").await;
+}
+
+#[tokio::test]
+async fn azure_figure_mutations() {
+    run_mutations("azure").await;
+}
+
+#[tokio::test]
 async fn captures_are_listed_newest_first_and_only_for_rewrites() {
     let bench = bench().await;
     let cases = [
@@ -630,6 +663,10 @@ async fn captures_are_listed_newest_first_and_only_for_rewrites() {
 
 /// Which invariants each dialect's fixtures must break, one case at least each.
 fn required_invariants(dialect: &str) -> Vec<&'static str> {
+    if dialect == "azure" {
+        // Judged as openai's embeddings: one broken case is enough.
+        return vec!["embedding_count_mismatch"];
+    }
     let embedding = [
         "invalid_json",
         "payload_missing",
@@ -668,7 +705,7 @@ fn required_invariants(dialect: &str) -> Vec<&'static str> {
             all.extend(rerank);
             all.push("rerank_document_invalid");
         }
-        "gemini" => all.push("embedding_item_invalid"),
+        "gemini" | "vertex" => all.push("embedding_item_invalid"),
         // Titan's and Cohere's (v1 shapes, base64 when asked) on invoke.
         "bedrock" => all.push("embedding_base64_invalid"),
         _ => unreachable!(),
@@ -823,6 +860,8 @@ fn the_figure_mutations_cover_every_figure_of_every_dialect() {
     let never_sent = [
         "ollama/v1/embeddings /id",
         "tei/v1/embeddings /id",
+        // Azure's embeddings carry no id (OpenAI's do not either; vLLM's do).
+        "azure/openai/deployments/text-embedding-3-small/embeddings /id",
         "cohere/v1/embed /meta/billed_units/images",
         "cohere/v1/embed /meta/billed_units/image_tokens",
         "cohere/v1/embed /meta/tokens/input_tokens",
@@ -1024,8 +1063,10 @@ fn the_rule_nulls_figures_and_collapses_records_surgically() {
 
 /// The folders of judged fixtures: a dialect's, or the tool and contract
 /// suites' (their endpoint starts with the dialect's route prefix).
-const JUDGED_FOLDERS: [&str; 11] = [
+const JUDGED_FOLDERS: [&str; 13] = [
     "openai",
+    "vertex",
+    "azure",
     "ollama",
     "cohere",
     "jina",

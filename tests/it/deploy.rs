@@ -167,6 +167,61 @@ fn the_binary_prints_its_default_configuration_and_routes() {
     let _ = std::fs::remove_file(bad);
 }
 
+/// `probity routes` says how each route holds its credential: a route that
+/// signs or fetches a token is not one that passes the client's own.
+#[test]
+fn routes_name_how_each_route_holds_its_credential() {
+    let file = temp_path(".toml");
+    let route = |name: &str, extra: &str| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\nprefix = \"/{name}\"\nupstream = \"https://example.com\"\n{extra}\n"
+        )
+    };
+    let text = [
+        route(
+            "signed",
+            "dialect = \"bedrock\"\naws_region = \"eu-west-1\"",
+        ),
+        route(
+            "vertex",
+            "dialect = \"vertex\"\ngoogle_credentials = \"metadata\"",
+        ),
+        route("open", "dialect = \"openai\""),
+    ]
+    .concat();
+    std::fs::write(&file, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_probity"))
+        .args(["--config", file.to_str().unwrap(), "routes"])
+        .env_remove("PROBITY_CONFIG")
+        .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        )
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("signed").ends_with("SigV4-signed for eu-west-1"),
+        "{table}"
+    );
+    assert!(
+        line("vertex").ends_with("Google token from the metadata server"),
+        "{table}"
+    );
+    assert!(line("open").ends_with("the client's own"), "{table}");
+}
+
 /// The Kubernetes manifests: valid against the Kubernetes schemas (offline,
 /// `kubernetes-validate`), and in step with probity: probes on the admin
 /// port's `/readyz` and `/healthz`, ports the configuration binds, a grace

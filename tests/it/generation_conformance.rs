@@ -2,7 +2,8 @@
 //! completions, Ollama chat/generate, Anthropic messages, Gemini
 //! generateContent / streamGenerateContent, the Responses API and Bedrock's
 //! Converse (whole, and streamed over AWS's event stream) and Anthropic
-//! bodies through Bedrock's InvokeModel, against recorded upstream bodies;
+//! bodies through Bedrock's InvokeModel (whole, and streamed in base64
+//! chunks by `invoke-with-response-stream`), against recorded upstream bodies;
 //! the figure mutations generated from every valid one; and every stream
 //! served again cut at awkward offsets.
 //!
@@ -55,7 +56,16 @@ use crate::support::fixtures::*;
 use crate::support::*;
 use serde_json::Value;
 
-const DIALECTS: [&str; 5] = ["openai", "ollama", "anthropic", "gemini", "bedrock"];
+const DIALECTS: [&str; 8] = [
+    "openai",
+    "ollama",
+    "anthropic",
+    "gemini",
+    "bedrock",
+    "azure",
+    "vertex",
+    "cohere",
+];
 
 const INVARIANTS: [&str; 17] = [
     "event_stream_invalid",
@@ -79,10 +89,19 @@ const INVARIANTS: [&str; 17] = [
 
 // ---------------------------------------------------------------- figure tables
 
-use Domain::{Count, Id, Required};
+use Domain::{Count, Id, Number, Required};
 
 const OPENAI: Figures = &[
     ("/id", Id, None),
+    ("/usage/prompt_tokens", Count, Some("input")),
+    ("/usage/completion_tokens", Count, Some("output")),
+    ("/usage/total_tokens", Count, Some("total")),
+    ("/usage/prompt_tokens_details/*", Count, None),
+    ("/usage/completion_tokens_details/*", Count, None),
+];
+/// An Azure filter chunk (`object` `""`, naming no completion): the chat
+/// table without `/id`, which Azure leaves empty there.
+const AZURE_FILTER_CHUNK: Figures = &[
     ("/usage/prompt_tokens", Count, Some("input")),
     ("/usage/completion_tokens", Count, Some("output")),
     ("/usage/total_tokens", Count, Some("total")),
@@ -120,6 +139,43 @@ const ANTHROPIC_DELTA: Figures = &[
     ("/usage/server_tool_use/*", Count, None),
 ];
 
+/// Cohere's chat answer (cohere-python `types/usage*.py`: every figure
+/// `Optional[float]`).
+const COHERE_CHAT: Figures = &[
+    ("/id", Id, None),
+    ("/usage/billed_units/input_tokens", Number, None),
+    ("/usage/billed_units/output_tokens", Number, None),
+    ("/usage/billed_units/search_units", Number, None),
+    ("/usage/billed_units/classifications", Number, None),
+    ("/usage/tokens/input_tokens", Number, Some("input")),
+    ("/usage/tokens/output_tokens", Number, Some("output")),
+    ("/usage/cached_tokens", Number, None),
+];
+/// Cohere's `message-start`: its `id` alone.
+const COHERE_CHAT_START: Figures = &[("/id", Id, None)];
+/// A Cohere chat stream's figures, for their labels: `message-start`'s
+/// and `message-end`'s.
+const COHERE_CHAT_STREAM: Figures = &[
+    ("/id", Id, None),
+    ("/delta/usage/billed_units/input_tokens", Number, None),
+    ("/delta/usage/billed_units/output_tokens", Number, None),
+    ("/delta/usage/billed_units/search_units", Number, None),
+    ("/delta/usage/billed_units/classifications", Number, None),
+    ("/delta/usage/tokens/input_tokens", Number, Some("input")),
+    ("/delta/usage/tokens/output_tokens", Number, Some("output")),
+    ("/delta/usage/cached_tokens", Number, None),
+];
+/// Cohere's `message-end`: the answer's usage under `/delta`.
+const COHERE_CHAT_END: Figures = &[
+    ("/delta/usage/billed_units/input_tokens", Number, None),
+    ("/delta/usage/billed_units/output_tokens", Number, None),
+    ("/delta/usage/billed_units/search_units", Number, None),
+    ("/delta/usage/billed_units/classifications", Number, None),
+    ("/delta/usage/tokens/input_tokens", Number, Some("input")),
+    ("/delta/usage/tokens/output_tokens", Number, Some("output")),
+    ("/delta/usage/cached_tokens", Number, None),
+];
+
 /// A Responses API response object, whole or under a stream event's
 /// `/response`: `usage` may be `null`, its two details records may not.
 const RESPONSES: Figures = &[
@@ -155,6 +211,42 @@ const CONVERSE: Figures = &[
     ("/usage/cacheReadInputTokens", Count, None),
     ("/usage/cacheWriteInputTokens", Count, None),
     ("/metrics/latencyMs", Count, None),
+];
+
+/// Bedrock's invocation metrics on the last event of an Anthropic model's
+/// `invoke-with-response-stream` (AWS's Bedrock user guide example):
+/// Bedrock's metering, tied by no relation to the model's `usage`.
+const INVOCATION_METRICS: Figures = &[
+    (
+        "/amazon-bedrock-invocationMetrics/inputTokenCount",
+        Count,
+        None,
+    ),
+    (
+        "/amazon-bedrock-invocationMetrics/outputTokenCount",
+        Count,
+        None,
+    ),
+    (
+        "/amazon-bedrock-invocationMetrics/invocationLatency",
+        Count,
+        None,
+    ),
+    (
+        "/amazon-bedrock-invocationMetrics/firstByteLatency",
+        Count,
+        None,
+    ),
+    (
+        "/amazon-bedrock-invocationMetrics/cacheReadInputTokenCount",
+        Count,
+        None,
+    ),
+    (
+        "/amazon-bedrock-invocationMetrics/cacheWriteInputTokenCount",
+        Count,
+        None,
+    ),
 ];
 
 // ---------------------------------------------------------------- relations
@@ -421,9 +513,15 @@ enum Api {
     Converse,
     /// Bedrock `POST /model/{id}/converse-stream`: the event stream.
     ConverseStream,
+    /// Bedrock `POST /model/{id}/invoke-with-response-stream` on an
+    /// Anthropic model: the event stream, each `chunk`'s base64 `bytes`
+    /// one Messages stream event.
+    InvokeStream,
     /// A stored response: `POST /v1/responses/{id}/cancel` (and `GET
     /// /v1/responses/{id}`, which `tests/it/responses.rs` drives).
     ResponsesStored,
+    /// Cohere `POST /v2/chat`, whole or streamed.
+    CohereChat,
 }
 
 /// The events of a Responses stream that carry a response object, and
@@ -443,7 +541,7 @@ const TERMINAL: [&str; 3] = [
 ];
 
 /// Every endpoint probity checks; any other passes unchecked.
-const ENDPOINTS: [(&str, &str, Api); 13] = [
+const ENDPOINTS: [(&str, &str, Api); 21] = [
     ("openai", "/v1/chat/completions", Api::Chat),
     ("openai", "/v1/responses", Api::Responses),
     (
@@ -452,11 +550,14 @@ const ENDPOINTS: [(&str, &str, Api); 13] = [
         Api::ResponsesStored,
     ),
     ("openai", "/v1/completions", Api::Completions),
+    // Checked as openai, Azure's filter chunks apart.
+    ("azure", "/openai/deployments/gpt-4o/chat/completions", Api::Chat),
     ("ollama", "/api/chat", Api::OllamaChat),
     ("ollama", "/api/generate", Api::OllamaGenerate),
     // Checked as openai.
     ("ollama", "/v1/chat/completions", Api::Chat),
     ("anthropic", "/v1/messages", Api::Messages),
+    ("cohere", "/v2/chat", Api::CohereChat),
     (
         "gemini",
         "/v1beta/models/gemini-2.5-flash:generateContent",
@@ -484,7 +585,54 @@ const ENDPOINTS: [(&str, &str, Api); 13] = [
         "/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke",
         Api::Messages,
     ),
+    // Vertex AI: each publisher's model judged as its maker's API.
+    (
+        "vertex",
+        "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict",
+        Api::Messages,
+    ),
+    (
+        "vertex",
+        "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict",
+        Api::Messages,
+    ),
+    (
+        "vertex",
+        "/v1/projects/my-project/locations/us-east5/publishers/google/models/gemini-2.5-flash:generateContent",
+        Api::GeminiGenerate,
+    ),
+    (
+        "vertex",
+        "/v1/projects/my-project/locations/us-east5/publishers/google/models/gemini-2.5-flash:streamGenerateContent",
+        Api::GeminiStream,
+    ),
+    (
+        "vertex",
+        "/v1/projects/my-project/locations/us-east5/endpoints/openapi/chat/completions",
+        Api::Chat,
+    ),
+    (
+        "bedrock",
+        "/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream",
+        Api::InvokeStream,
+    ),
 ];
+
+/// How a Vertex endpoint answers: Claude whole at `:rawPredict` and
+/// streamed at `:streamRawPredict` (as AnthropicVertex calls them), Gemini
+/// streamed at `:streamGenerateContent` (with `alt=sse`, as google-genai
+/// calls it), the OpenAI-compatible chat both ways.
+fn vertex_ways(endpoint: &str) -> &'static [bool] {
+    if endpoint.ends_with(":rawPredict") {
+        &[false]
+    } else if endpoint.ends_with(":streamRawPredict")
+        || endpoint.ends_with(":streamGenerateContent")
+    {
+        &[true]
+    } else {
+        &[false, true]
+    }
+}
 
 fn api(dialect: &str, endpoint: &str) -> Option<Api> {
     ENDPOINTS
@@ -495,9 +643,10 @@ fn api(dialect: &str, endpoint: &str) -> Option<Api> {
 
 fn table(api: Api) -> Figures {
     match api {
+        Api::CohereChat => COHERE_CHAT,
         Api::Chat | Api::Completions => OPENAI,
         Api::OllamaChat | Api::OllamaGenerate => OLLAMA,
-        Api::Messages => ANTHROPIC,
+        Api::Messages | Api::InvokeStream => ANTHROPIC,
         Api::GeminiGenerate | Api::GeminiStream => GEMINI,
         Api::Responses | Api::ResponsesStored => RESPONSES,
         Api::Converse | Api::ConverseStream => CONVERSE,
@@ -507,9 +656,11 @@ fn table(api: Api) -> Figures {
 /// The relations an endpoint's figures are judged by (Ollama defines none).
 fn relations(api: Api) -> Relations {
     match api {
+        // Cohere defines none between its usage figures.
+        Api::CohereChat => &[],
         Api::Chat | Api::Completions => OPENAI_RELATIONS,
         Api::OllamaChat | Api::OllamaGenerate => &[],
-        Api::Messages => ANTHROPIC_RELATIONS,
+        Api::Messages | Api::InvokeStream => ANTHROPIC_RELATIONS,
         Api::GeminiGenerate | Api::GeminiStream => GEMINI_RELATIONS,
         Api::Responses | Api::ResponsesStored => RESPONSES_RELATIONS,
         Api::Converse | Api::ConverseStream => CONVERSE_RELATIONS,
@@ -521,7 +672,13 @@ fn relations(api: Api) -> Relations {
 /// `message_start` holds the message table, `message_delta` the delta table.
 fn stream_tables(api: Api) -> Vec<(&'static str, Figures)> {
     match api {
+        Api::CohereChat => vec![("", COHERE_CHAT_STREAM)],
         Api::Messages => vec![(" message_start", ANTHROPIC), ("", ANTHROPIC_DELTA)],
+        Api::InvokeStream => vec![
+            (" message_start", ANTHROPIC),
+            ("", ANTHROPIC_DELTA),
+            ("", INVOCATION_METRICS),
+        ],
         other => vec![("", table(other))],
     }
 }
@@ -529,7 +686,7 @@ fn stream_tables(api: Api) -> Vec<(&'static str, Figures)> {
 fn framing(api: Api) -> Framing {
     match api {
         Api::OllamaChat | Api::OllamaGenerate => Framing::Ndjson,
-        Api::ConverseStream => Framing::EventStream,
+        Api::ConverseStream | Api::InvokeStream => Framing::EventStream,
         _ => Framing::Sse,
     }
 }
@@ -547,6 +704,8 @@ fn label_of(api: Api, pointer: &str) -> Option<&'static str> {
         tables
             .iter()
             .find_map(|(_, table)| figure_of(table, pointer))
+            // A whole answer's, where no stream table holds it (Cohere's).
+            .or_else(|| figure_of(table(api), pointer))
     })
 }
 
@@ -659,6 +818,7 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
     }
     let root = root.as_object().ok_or("payload_missing")?;
     match api {
+        Api::CohereChat => cohere_chat_payload(root)?,
         Api::Chat | Api::Completions => {
             let choices = root
                 .get("choices")
@@ -694,7 +854,11 @@ fn payload(api: Api, request: &Value, root: &Value) -> Result<(), &'static str> 
         }
         Api::Responses | Api::ResponsesStored => response_payload(root)?,
         Api::Converse => converse_payload(root)?,
-        Api::ConverseStream => unreachable!("converse-stream's 2xx answers are event streams"),
+        Api::ConverseStream | Api::InvokeStream => {
+            unreachable!(
+                "converse-stream's and invoke-with-response-stream's 2xx answers are event streams"
+            )
+        }
         Api::Messages => {
             let content = root
                 .get("content")
@@ -857,6 +1021,39 @@ fn response_item(item: &Value) -> Result<(), &'static str> {
     }
 }
 
+/// A Cohere chat answer: `message` an object whose `role` is `assistant`,
+/// whose `content` (when present) is an array of objects with a string
+/// `type`, whose tool calls' `function.arguments` are strings.
+fn cohere_chat_payload(root: &serde_json::Map<String, Value>) -> Result<(), &'static str> {
+    let message = root
+        .get("message")
+        .and_then(Value::as_object)
+        .ok_or("payload_missing")?;
+    if message.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Err("role_invalid");
+    }
+    match message.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(blocks)) => {
+            if !blocks
+                .iter()
+                .all(|b| b.get("type").is_some_and(Value::is_string))
+            {
+                return Err("content_block_invalid");
+            }
+        }
+        Some(_) => return Err("content_block_invalid"),
+    }
+    let calls = message.get("tool_calls").and_then(Value::as_array);
+    for call in calls.into_iter().flatten() {
+        let arguments = &call["function"]["arguments"];
+        if !(arguments.is_null() || arguments.is_string()) {
+            return Err("tool_arguments_type");
+        }
+    }
+    Ok(())
+}
+
 /// An Ollama chat (`message` object) or generate (`response` string) object
 /// with a boolean `done`.
 fn ollama_line(api: Api, root: &serde_json::Map<String, Value>) -> Result<(), &'static str> {
@@ -1017,11 +1214,16 @@ struct Judging {
     relations: Relations,
     /// The table's running totals.
     running: &'static [&'static str],
+    /// A Bedrock `chunk`'s decoded `bytes`, when the figures sit in them
+    /// (`data` is then a range of these).
+    decoded: Option<Vec<u8>>,
 }
 
 /// The state of one stream as the rule reads it.
 struct StreamRule {
     api: Api,
+    /// Whether Azure's filter chunks are known (the `azure` dialect).
+    filter_chunks: bool,
     choices: u64,
     done: bool,
     blocks: Vec<u64>,
@@ -1040,9 +1242,10 @@ enum EventVerdict {
 }
 
 impl StreamRule {
-    fn new(api: Api, request: &Value) -> Self {
+    fn new(dialect: &str, api: Api, request: &Value) -> Self {
         Self {
             api,
+            filter_chunks: dialect == "azure",
             choices: choices_asked(api, request),
             done: false,
             blocks: Vec::new(),
@@ -1053,10 +1256,12 @@ impl StreamRule {
     fn event(&mut self, raw: &[u8]) -> EventVerdict {
         use EventVerdict::*;
         match self.api {
+            Api::CohereChat => self.cohere_event(raw),
             Api::Converse => {
                 unreachable!("Converse answers whole: converse-stream is its own endpoint")
             }
             Api::ConverseStream => self.converse_event(raw),
+            Api::InvokeStream => self.invoke_event(raw),
             Api::OllamaChat | Api::OllamaGenerate => {
                 let mut end = raw.len();
                 if raw[..end].ends_with(b"\n") {
@@ -1088,6 +1293,7 @@ impl StreamRule {
                     table: OLLAMA,
                     relations: &[],
                     running: &[],
+                    decoded: None,
                 })
             }
             Api::Chat | Api::Completions => {
@@ -1120,7 +1326,11 @@ impl StreamRule {
                     }
                     Some(_) => return Broken("choice_index_invalid"),
                 }
-                self.figures(event.data_range, "", OPENAI, OPENAI_RELATIONS, &[])
+                let table = match self.filter_chunks && azure_filter_chunk(&chunk) {
+                    true => AZURE_FILTER_CHUNK,
+                    false => OPENAI,
+                };
+                self.figures(event.data_range, "", table, OPENAI_RELATIONS, &[])
             }
             Api::GeminiGenerate | Api::GeminiStream => {
                 // One whole `GenerateContentResponse` per event, no `[DONE]`.
@@ -1321,6 +1531,123 @@ impl StreamRule {
         }
     }
 
+    /// An `invoke-with-response-stream` frame: one that cannot be read
+    /// breaks the stream, an exception frame passes (the SDK raises it),
+    /// and so does every type but `chunk`. A chunk's payload is an object
+    /// with a string `bytes` of padded base64, decoded one Messages stream
+    /// event, judged as a Messages stream's event named by its `type`; an
+    /// event that passes so (the last, `message_stop`) may hold Bedrock's
+    /// invocation metrics.
+    fn invoke_event(&mut self, raw: &[u8]) -> EventVerdict {
+        use EventVerdict::*;
+        let Some((headers, payload)) = eventstream::read(raw) else {
+            return Broken("event_stream_invalid");
+        };
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        if header(":message-type") == Some("exception") {
+            return UpstreamError;
+        }
+        if header(":event-type") != Some("chunk") {
+            return Untouched;
+        }
+        let Some(chunk) = json_object(&payload) else {
+            return Broken("invalid_json");
+        };
+        let Some(bytes) = chunk.get("bytes").and_then(Value::as_str) else {
+            return Broken("payload_missing");
+        };
+        let Some(decoded) = eventstream::unbase64(bytes) else {
+            return Broken("event_stream_invalid");
+        };
+        let Some(body) = json_object(&decoded) else {
+            return Broken("invalid_json");
+        };
+        // The event as the Messages rule reads it off SSE.
+        let name = body.get("type").and_then(Value::as_str).unwrap_or_default();
+        let head = format!("event: {name}\ndata: ");
+        let mut sse = head.clone().into_bytes();
+        sse.extend_from_slice(&decoded);
+        sse.extend_from_slice(b"\n\n");
+        self.api = Api::Messages;
+        let verdict = self.event(&sse);
+        self.api = Api::InvokeStream;
+        match verdict {
+            Figures(mut judging) => {
+                judging.data = judging.data.start - head.len()..judging.data.end - head.len();
+                judging.decoded = Some(decoded);
+                Figures(judging)
+            }
+            Untouched if body.contains_key("amazon-bedrock-invocationMetrics") => {
+                Figures(Judging {
+                    data: 0..decoded.len(),
+                    prefix: "",
+                    table: INVOCATION_METRICS,
+                    relations: &[],
+                    running: &[],
+                    decoded: Some(decoded),
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// A Cohere chat event, by its `event:` name (else its data's
+    /// `type`): `message-start` holds the id, `message-end` the usage
+    /// under `/delta`; a `content-delta` or `content-end` names a block a
+    /// `content-start` began; a tool call's `function.arguments` is a
+    /// string; every other type (`tool-plan-delta`, `citation-*`, `debug`)
+    /// passes.
+    fn cohere_event(&mut self, raw: &[u8]) -> EventVerdict {
+        use EventVerdict::*;
+        let event = parse_sse(raw);
+        let Some(data) = event.data else {
+            return Untouched;
+        };
+        // The terminator both SDKs stop at.
+        if data.trim_ascii() == b"[DONE]" {
+            return Untouched;
+        }
+        let Some(body) = json_object(&data) else {
+            return Broken("invalid_json");
+        };
+        let name = event
+            .name
+            .or_else(|| body.get("type").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_default();
+        let index = body.get("index").and_then(Value::as_u64);
+        match name.as_str() {
+            "message-start" => self.figures(event.data_range, "", COHERE_CHAT_START, &[], &[]),
+            "message-end" => self.figures(event.data_range, "", COHERE_CHAT_END, &[], &[]),
+            "content-start" => match index {
+                Some(index) => {
+                    self.blocks.push(index);
+                    Untouched
+                }
+                None => Broken("content_block_invalid"),
+            },
+            "content-delta" | "content-end" => match index {
+                Some(index) if self.blocks.contains(&index) => Untouched,
+                _ => Broken("content_block_invalid"),
+            },
+            "tool-call-start" | "tool-call-delta" => {
+                let arguments = &body.get("delta").map_or(&Value::Null, |d| {
+                    &d["message"]["tool_calls"]["function"]["arguments"]
+                });
+                if arguments.is_null() || arguments.is_string() {
+                    Untouched
+                } else {
+                    Broken("tool_arguments_type")
+                }
+            }
+            _ => Untouched,
+        }
+    }
+
     fn figures(
         &self,
         data: Option<Range<usize>>,
@@ -1336,6 +1663,7 @@ impl StreamRule {
                 table,
                 relations,
                 running,
+                decoded: None,
             }),
             None => panic!("the oracle reads figures of single-line data only"),
         }
@@ -1355,12 +1683,22 @@ fn error_template(dialect: &str, api: Api, invariant: &str, delivered: &[u8]) ->
     let object = format!(
         r#"{{"type":"provider_invalid_response","code":"{invariant}","message":"<message>","route":"{dialect}","request_id":"<request_id>"}}"#
     );
-    if api == Api::ConverseStream {
+    if matches!(api, Api::ConverseStream | Api::InvokeStream) {
         // An exception frame of a type the SDKs raise, the object its payload.
         return eventstream::exception("modelStreamErrorException", &object);
     }
     let text = match api {
-        Api::Converse | Api::ConverseStream => unreachable!("Converse answers whole"),
+        // Cohere's own failed generation: `message-end`, `finish_reason`
+        // `ERROR`, the reason in `delta.error`.
+        Api::CohereChat => {
+            format!(
+                r#"event: message-end
+data: {{"type":"message-end","delta":{{"finish_reason":"ERROR","error":"provider_invalid_response: <message>"}},"error":{object}}}"#
+            ) + "\n\n"
+        }
+        Api::Converse | Api::ConverseStream | Api::InvokeStream => {
+            unreachable!("Converse answers whole, the event streams end in an exception")
+        }
         Api::Chat | Api::Completions => format!("data: {{\"error\":{object}}}\n\n"),
         Api::Messages => {
             format!("event: error\ndata: {{\"type\":\"error\",\"error\":{object}}}\n\n")
@@ -1408,7 +1746,7 @@ fn stream_verdict(
     body: &[u8],
     convention: Convention,
 ) -> Expect {
-    let mut rule = StreamRule::new(api, request);
+    let mut rule = StreamRule::new(dialect, api, request);
     let mut client = Vec::new();
     let mut pointers = Vec::new();
     let mut tokens = BTreeMap::new();
@@ -1438,7 +1776,10 @@ fn stream_verdict(
                 };
             }
             EventVerdict::Figures(judging) => {
-                let data = &raw[judging.data.clone()];
+                let data = match &judging.decoded {
+                    Some(decoded) => &decoded[judging.data.clone()],
+                    None => &raw[judging.data.clone()],
+                };
                 let mut judged = judge(
                     data,
                     judging.prefix,
@@ -1489,6 +1830,12 @@ fn stream_verdict(
                     continue;
                 }
                 pointers.extend(judged.pointers.iter().cloned());
+                // A chunk's event is encoded anew in its `bytes`, the rest
+                // of its payload as it came, the frame around it anew.
+                if judging.decoded.is_some() {
+                    client.extend(eventstream::rechunked(raw, &judged.text).unwrap());
+                    continue;
+                }
                 // A frame is written anew around its nulled payload: its
                 // headers as they came, both CRCs computed again.
                 if framing == Framing::EventStream {
@@ -1531,6 +1878,29 @@ fn stream_verdict(
     }
 }
 
+/// Azure's filter chunk, as Azure's content filtering pages show it: an
+/// empty `object`, and the prompt's filter results, or choices that hold
+/// filter results or offsets and no `delta`.
+fn azure_filter_chunk(chunk: &serde_json::Map<String, Value>) -> bool {
+    if chunk.get("object") != Some(&Value::String(String::new())) {
+        return false;
+    }
+    let present = |value: Option<&Value>| value.is_some_and(|v| !v.is_null());
+    if present(chunk.get("prompt_filter_results")) {
+        return true;
+    }
+    let choices = chunk.get("choices").and_then(Value::as_array);
+    choices.is_some_and(|choices| {
+        !choices.is_empty()
+            && choices.iter().all(|choice| {
+                choice.is_object()
+                    && !present(choice.get("delta"))
+                    && (present(choice.get("content_filter_results"))
+                        || present(choice.get("content_filter_offsets")))
+            })
+    })
+}
+
 /// How many of the upstream's own error events the client gets (those
 /// before a broken event), by the rule.
 fn upstream_errors(case: &Case) -> usize {
@@ -1541,7 +1911,7 @@ fn upstream_errors(case: &Case) -> usize {
         return 0;
     }
     let request: Value = serde_json::from_slice(&case.request).unwrap();
-    let mut rule = StreamRule::new(api, &request);
+    let mut rule = StreamRule::new(&case.dialect, api, &request);
     let mut errors = 0;
     for range in split_events(case.framing, &case.body) {
         match rule.event(&case.body[range]) {
@@ -1568,6 +1938,9 @@ struct Site {
     /// An event-stream frame's range in the body: its payload is edited
     /// alone and the frame written anew around it (lengths, CRCs).
     frame: Option<Range<usize>>,
+    /// Whether the text is a Bedrock `chunk`'s decoded `bytes`, encoded
+    /// anew in the frame once edited.
+    chunk: bool,
 }
 
 impl Site {
@@ -1578,7 +1951,11 @@ impl Site {
         };
         let payload = edit.apply(&self.text, 0);
         let mut out = body[..frame.start].to_vec();
-        out.extend(eventstream::reframed(&body[frame.clone()], &payload).unwrap());
+        let raw = &body[frame.clone()];
+        out.extend(match self.chunk {
+            true => eventstream::rechunked(raw, &payload).unwrap(),
+            false => eventstream::reframed(raw, &payload).unwrap(),
+        });
         out.extend_from_slice(&body[frame.end..]);
         out
     }
@@ -1603,13 +1980,14 @@ fn sites(case: &Case) -> Vec<Site> {
             prefix: "",
             table: table(api),
             frame: None,
+            chunk: false,
         }];
     }
     if case.expect.outcome == Outcome::Rejected {
         return Vec::new();
     }
     let request: Value = serde_json::from_slice(&case.request).unwrap();
-    let mut rule = StreamRule::new(api, &request);
+    let mut rule = StreamRule::new(&case.dialect, api, &request);
     let mut out = Vec::new();
     for (n, range) in split_events(framing, &case.body).into_iter().enumerate() {
         let raw = &case.body[range.clone()];
@@ -1630,10 +2008,14 @@ fn sites(case: &Case) -> Vec<Site> {
                     name.map(|n| format!(" {n}")).unwrap_or_default()
                 ),
                 offset: range.start + judging.data.start,
-                text: raw[judging.data].to_vec(),
+                text: match &judging.decoded {
+                    Some(decoded) => decoded[judging.data.clone()].to_vec(),
+                    None => raw[judging.data.clone()].to_vec(),
+                },
                 prefix: judging.prefix,
                 table: judging.table,
                 frame: (framing == Framing::EventStream).then_some(range),
+                chunk: judging.decoded.is_some(),
             });
         }
     }
@@ -1790,13 +2172,16 @@ fn check_stream(case: &Case, got: &Got, id: &str, failed: &mut Vec<String>) {
         }
         return;
     }
-    if api == Api::ConverseStream {
+    if matches!(api, Api::ConverseStream | Api::InvokeStream) {
         return check_exception_frame(&got.body[before.len()..], &template, id, failed);
     }
     let template = String::from_utf8(template).unwrap();
     let rest = String::from_utf8_lossy(&got.body[before.len()..]).into_owned();
     let (head, tail) = match api {
-        Api::Converse | Api::ConverseStream => unreachable!("Converse answers whole"),
+        Api::CohereChat => ("event: message-end\ndata: ", "\n\n"),
+        Api::Converse | Api::ConverseStream | Api::InvokeStream => {
+            unreachable!("Converse answers whole, the event streams end in an exception")
+        }
         Api::Chat | Api::Completions => ("data: ", "\n\n"),
         Api::GeminiGenerate | Api::GeminiStream => ("data: ", "\n\n"),
         Api::Messages | Api::Responses | Api::ResponsesStored => ("event: error\ndata: ", "\n\n"),
@@ -1915,13 +2300,43 @@ async fn anthropic_fixtures() {
 }
 
 #[tokio::test]
+async fn cohere_fixtures() {
+    run_cases("cohere fixtures", load("cohere")).await;
+}
+
+#[tokio::test]
+async fn cohere_figure_mutations() {
+    run_cases("cohere figure mutations", all_mutations(load("cohere"))).await;
+}
+
+#[tokio::test]
 async fn gemini_fixtures() {
     run_cases("gemini fixtures", load("gemini")).await;
 }
 
 #[tokio::test]
+async fn vertex_fixtures() {
+    run_cases("vertex fixtures", load("vertex")).await;
+}
+
+#[tokio::test]
+async fn vertex_figure_mutations() {
+    run_cases("vertex figure mutations", all_mutations(load("vertex"))).await;
+}
+
+#[tokio::test]
 async fn bedrock_fixtures() {
     run_cases("bedrock fixtures", load("bedrock")).await;
+}
+
+#[tokio::test]
+async fn azure_fixtures() {
+    run_cases("azure fixtures", load("azure")).await;
+}
+
+#[tokio::test]
+async fn azure_figure_mutations() {
+    run_cases("azure figure mutations", all_mutations(load("azure"))).await;
 }
 
 #[tokio::test]
@@ -1992,6 +2407,14 @@ async fn streams_hold_whatever_the_write_boundaries() {
 /// Which invariants each endpoint's fixtures must break, whole and streamed.
 fn required(api: Api, streamed: bool) -> &'static [&'static str] {
     match (api, streamed) {
+        (Api::CohereChat, false) => &[
+            "invalid_json",
+            "payload_missing",
+            "role_invalid",
+            "content_block_invalid",
+            "tool_arguments_type",
+        ],
+        (Api::CohereChat, true) => &["invalid_json", "content_block_invalid"],
         (Api::Chat, false) => &[
             "invalid_json",
             "payload_missing",
@@ -2069,6 +2492,13 @@ fn required(api: Api, streamed: bool) -> &'static [&'static str] {
             "tool_arguments_type",
             "payload_missing",
         ],
+        (Api::InvokeStream, true) => &[
+            "event_stream_invalid",
+            "invalid_json",
+            "content_block_invalid",
+            "payload_missing",
+        ],
+        (Api::InvokeStream, false) => &[],
         (Api::ResponsesStored, true) => &[],
     }
 }
@@ -2162,7 +2592,8 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
         // and invoke (converse-stream is its own endpoint).
         let ways: &[bool] = match api {
             Api::GeminiGenerate | Api::ResponsesStored | Api::Converse => &[false],
-            Api::ConverseStream => &[true],
+            Api::ConverseStream | Api::InvokeStream => &[true],
+            _ if dialect == "vertex" => vertex_ways(endpoint),
             _ if dialect == "bedrock" => &[false],
             _ => &[false, true],
         };
@@ -2173,7 +2604,10 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
                 problems.push(format!("{dialect}{endpoint}: no valid {how} case"));
             }
             // Ollama's /v1 is checked as OpenAI's: one broken case each way.
-            let must: &[&str] = if dialect == "ollama" && api == Api::Chat {
+            // Vertex's endpoints are their makers': one broken case each way too.
+            let as_openai =
+                (matches!(dialect, "ollama" | "azure") && api == Api::Chat) || dialect == "vertex";
+            let must: &[&str] = if as_openai {
                 &[]
             } else {
                 required(api, streamed)
@@ -2186,7 +2620,7 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
                     ));
                 }
             }
-            if dialect == "ollama" && api == Api::Chat && have.is_empty() {
+            if as_openai && have.is_empty() {
                 problems.push(format!("{dialect}{endpoint} ({how}): no broken case"));
             }
         }
@@ -2204,7 +2638,9 @@ fn the_generation_fixtures_agree_with_the_rule_and_cover_every_invariant() {
             problems.push(format!("{dialect}: no hand-written record collapse"));
         }
         // Ollama and Gemini have no wildcard figure.
-        if !wildcards.contains(dialect) && !["ollama", "gemini", "bedrock"].contains(&dialect) {
+        if !wildcards.contains(dialect)
+            && !["ollama", "gemini", "bedrock", "cohere"].contains(&dialect)
+        {
             problems.push(format!("{dialect}: no hand-written wildcard figure"));
         }
     }
@@ -2256,19 +2692,51 @@ fn the_mutations_cover_every_figure_of_every_table() {
         "anthropic/v1/messages stream message_start /usage/server_tool_use/*",
         // Anthropic's server tools (web search) are not offered on Bedrock.
         "bedrock/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke whole /usage/server_tool_use/*",
+        "bedrock/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream stream message_start /usage/server_tool_use/*",
+        "bedrock/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream stream /usage/server_tool_use/*",
+        // A message_delta's usage has no cache_creation
+        // (anthropic-sdk-python's `types/message_delta_usage.py`).
+        "bedrock/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream stream /usage/cache_creation/*",
+        // Bedrock's Claude reports no thinking tokens apart.
+        "bedrock/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream stream message_start /usage/output_tokens_details/*",
+        "bedrock/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream stream /usage/output_tokens_details/*",
+        // Vertex's cases are few: their makers' suites mutate these.
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict whole /usage/output_tokens_details/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict whole /usage/server_tool_use/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict stream message_start /usage/output_tokens_details/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict stream message_start /usage/server_tool_use/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict stream /usage/cache_creation/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict stream /usage/output_tokens_details/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict stream /usage/server_tool_use/*",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/google/models/gemini-2.5-flash:generateContent whole /usageMetadata/toolUsePromptTokenCount",
+        "vertex/v1/projects/my-project/locations/us-east5/publishers/google/models/gemini-2.5-flash:streamGenerateContent stream /usageMetadata/toolUsePromptTokenCount",
+        // Cohere bills search units and classifications on other
+        // endpoints (connectors, classify), not on a plain chat.
+        "cohere/v2/chat whole /usage/billed_units/search_units",
+        "cohere/v2/chat whole /usage/billed_units/classifications",
+        "cohere/v2/chat stream /delta/usage/billed_units/search_units",
+        "cohere/v2/chat stream /delta/usage/billed_units/classifications",
+        // Vertex's OpenAI-compatible usage has no details records.
+        "vertex/v1/projects/my-project/locations/us-east5/endpoints/openapi/chat/completions whole /usage/prompt_tokens_details/*",
+        "vertex/v1/projects/my-project/locations/us-east5/endpoints/openapi/chat/completions whole /usage/completion_tokens_details/*",
+        "vertex/v1/projects/my-project/locations/us-east5/endpoints/openapi/chat/completions stream /usage/prompt_tokens_details/*",
+        "vertex/v1/projects/my-project/locations/us-east5/endpoints/openapi/chat/completions stream /usage/completion_tokens_details/*",
     ];
     let mut tables: Vec<(&str, &str, String, Figures)> = Vec::new();
     for (dialect, endpoint, api) in ENDPOINTS {
         // Gemini's generateContent never streams, and its
         // streamGenerateContent answers whole only as one JSON array, whose
         // elements' figures are not judged (figures sit on a root object).
-        if !matches!(api, Api::GeminiStream | Api::ConverseStream) {
+        let vertex = |streamed| dialect != "vertex" || vertex_ways(endpoint).contains(&streamed);
+        let event_stream = matches!(api, Api::ConverseStream | Api::InvokeStream);
+        if !matches!(api, Api::GeminiStream) && !event_stream && vertex(false) {
             tables.push((dialect, endpoint, "whole".into(), table(api)));
         }
         if matches!(
             api,
             Api::GeminiGenerate | Api::ResponsesStored | Api::Converse
         ) || (dialect == "bedrock" && api == Api::Messages)
+            || !vertex(true)
         {
             continue;
         }

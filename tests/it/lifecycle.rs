@@ -46,7 +46,7 @@ const EXPECTED_PROBLEMS: &[&str] = &[
     "server.verbose: unknown field `verbose`",
     "server.admin_listen: not an ip:port",
     "server.max_held_share: is 1.5: must be a fraction of server.max_held_response_bytes",
-    "routes[1].dialect: unknown dialect \"bard\": one of openai, ollama, cohere",
+    "routes[1].dialect: unknown dialect \"bard\": one of openai, azure, ollama, cohere",
     "routes[1].timeout: unknown field `timeout`",
     "routes[1].name: \"ollama\" is already the name of routes[0]",
     "routes[1].prefix: must start with '/'",

@@ -48,6 +48,7 @@ mod forwarding;
 mod fuzz_corpus;
 mod fuzz_findings;
 mod generation_conformance;
+mod google_credentials;
 mod hardening;
 mod inspection;
 mod lifecycle;

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const DIALECTS: [&str; 9] = [
+const DIALECTS: [&str; 11] = [
     "openai",
     "ollama",
     "cohere",
@@ -18,6 +18,8 @@ const DIALECTS: [&str; 9] = [
     "anthropic",
     "gemini",
     "bedrock",
+    "azure",
+    "vertex",
 ];
 
 #[test]
@@ -64,7 +66,22 @@ fn probity_inspect_judges_every_fixture_as_the_proxy_does() {
                 response = Some(saved);
             }
             let response = response.unwrap();
-            let output = Command::new(env!("CARGO_BIN_EXE_probity"))
+            let mut command = Command::new(env!("CARGO_BIN_EXE_probity"));
+            // Azure and Vertex have no default route (each resource, each
+            // region has its own host): their example's route judges their
+            // fixtures.
+            let example = match dialect {
+                "azure" => Some("azure-openai.toml"),
+                "vertex" => Some("vertex.toml"),
+                _ => None,
+            };
+            if let Some(example) = example {
+                let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("config/examples")
+                    .join(example);
+                command.arg("--config").arg(example);
+            }
+            let output = command
                 .env_remove("PROBITY_CONFIG")
                 .args(["inspect", "--json", "--route", dialect, "--path"])
                 .arg(endpoint.trim())

@@ -247,6 +247,9 @@ fn dialect(dialect: &dyn Dialect) -> DialectChecks {
     let matched_by = match dialect.name() {
         "gemini" => "method",
         "bedrock" => "operation",
+        // `…/publishers/{publisher}/models/{model}:{method}`, any project
+        // and location before it.
+        "vertex" => "publisher and method",
         _ => "suffix",
     };
     for (key, endpoint) in dialect.endpoints() {
@@ -266,6 +269,16 @@ fn dialect(dialect: &dyn Dialect) -> DialectChecks {
     for family in dialect.families() {
         if let Some(endpoint) = dialect.family(family) {
             let path = format!("…/model/{{modelId}}/invoke ({family})");
+            endpoints.push(endpoint_checks(
+                endpoint,
+                path,
+                "family",
+                &["POST"],
+                conventions,
+            ));
+        }
+        if let Some(endpoint) = dialect.family_stream(family) {
+            let path = format!("…/model/{{modelId}}/invoke-with-response-stream ({family})");
             endpoints.push(endpoint_checks(
                 endpoint,
                 path,

@@ -116,7 +116,11 @@ mod tests {
         let mut all: Vec<(&'static str, &'static Endpoint)> = Vec::new();
         for dialect in DIALECTS {
             let table = dialect.endpoints().iter().map(|(_, e)| *e);
-            let families = dialect.families().iter().filter_map(|f| dialect.family(f));
+            let families = dialect.families().iter().flat_map(|f| {
+                [dialect.family(f), dialect.family_stream(f)]
+                    .into_iter()
+                    .flatten()
+            });
             let unlisted = dialect.unlisted().iter().copied();
             for endpoint in table.chain(families).chain(unlisted) {
                 if !all.iter().any(|(_, e)| std::ptr::eq(*e, endpoint)) {

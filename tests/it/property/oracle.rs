@@ -478,6 +478,29 @@ pub const COHERE_RERANK: Figures = &[
     ("/meta/tokens/input_tokens", Number),
     ("/meta/tokens/output_tokens", Number),
 ];
+/// Cohere's chat answer (cohere-python `types/usage*.py`: numbers).
+pub const COHERE_CHAT: Figures = &[
+    ("/id", Id),
+    ("/usage/billed_units/input_tokens", Number),
+    ("/usage/billed_units/output_tokens", Number),
+    ("/usage/billed_units/search_units", Number),
+    ("/usage/billed_units/classifications", Number),
+    ("/usage/tokens/input_tokens", Number),
+    ("/usage/tokens/output_tokens", Number),
+    ("/usage/cached_tokens", Number),
+];
+/// Its stream's `message-start` (the id) and `message-end` (the usage,
+/// under `/delta`).
+pub const COHERE_CHAT_START: Figures = &[("/id", Id)];
+pub const COHERE_CHAT_END: Figures = &[
+    ("/delta/usage/billed_units/input_tokens", Number),
+    ("/delta/usage/billed_units/output_tokens", Number),
+    ("/delta/usage/billed_units/search_units", Number),
+    ("/delta/usage/billed_units/classifications", Number),
+    ("/delta/usage/tokens/input_tokens", Number),
+    ("/delta/usage/tokens/output_tokens", Number),
+    ("/delta/usage/cached_tokens", Number),
+];
 pub const JINA: Figures = &[
     ("/usage", Required),
     ("/usage/total_tokens", Count),
@@ -985,6 +1008,9 @@ pub enum StreamKind {
     /// The Responses API: named events by `type`, no `[DONE]`; a terminal
     /// event (`response.completed`, `.incomplete`, `.failed`) ends it.
     Responses,
+    /// Cohere's chat: events named by `event:` (else their data's
+    /// `type`), every data JSON; `message-end` its last.
+    Cohere,
 }
 
 /// A checked endpoint: its body figures and their relations, header
@@ -1045,6 +1071,7 @@ pub fn endpoint(dialect: &str, path: &str) -> Option<Endpoint> {
         "ollama" if ends("/api/embed") => body(OLLAMA_EMBED, &[]),
         "ollama" if ends("/api/embeddings") => body(&[], &[]),
         "ollama" if ends("/v1/embeddings") => body(OPENAI_EMBED, OPENAI_EMBED_RELATIONS),
+        "cohere" if ends("/v2/chat") => streamed(COHERE_CHAT, &[], StreamKind::Cohere),
         "cohere" if ends("/embed") => body(COHERE_EMBED, &[]),
         "cohere" if ends("/rerank") => body(COHERE_RERANK, &[]),
         "jina" if ends("/embeddings") || ends("/rerank") => body(JINA, &[]),
@@ -1937,6 +1964,7 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
                     },
                 }
             }
+            StreamKind::Cohere => cohere_rule(raw),
             StreamKind::Ollama { chat } => {
                 let data = ndjson_data(raw);
                 if data.iter().all(u8::is_ascii_whitespace) {
@@ -1986,6 +2014,38 @@ pub fn rules(kind: StreamKind, framing: Framing, body: &[u8]) -> Vec<Rule> {
     out
 }
 
+/// A Cohere chat event: its figures in `message-start` and `message-end`;
+/// content blocks and tool calls judged beyond what the oracle models.
+fn cohere_rule(raw: &[u8]) -> Rule {
+    let event = parse_sse(raw);
+    let Some(data) = event.data else {
+        return Rule::Untouched;
+    };
+    if data.trim_ascii() == b"[DONE]" {
+        return Rule::Untouched;
+    }
+    if !is_json_object(&data) {
+        return Rule::Breaks("invalid_json");
+    }
+    let name = event.name.clone().or_else(|| {
+        let value: serde_json::Value = serde_json::from_slice(&data).ok()?;
+        value["type"].as_str().map(str::to_owned)
+    });
+    match name.as_deref().unwrap_or_default() {
+        "message-start" => Rule::Figures {
+            data,
+            table: Table::of(COHERE_CHAT_START, &[]),
+        },
+        "message-end" => Rule::Figures {
+            data,
+            table: Table::of(COHERE_CHAT_END, &[]),
+        },
+        "content-start" | "content-delta" | "content-end" | "tool-call-start"
+        | "tool-call-delta" => Rule::Unmodeled { figures: None },
+        _ => Rule::Untouched,
+    }
+}
+
 /// The `code` of probity's error event for this stream, when `raw` is one.
 pub fn error_event_code(kind: StreamKind, raw: &[u8]) -> Option<String> {
     let code = |e: &serde_json::Value| {
@@ -2005,6 +2065,16 @@ pub fn error_event_code(kind: StreamKind, raw: &[u8]) -> Option<String> {
             }
             json(event.data)
                 .filter(|v| v["type"] == "error")
+                .and_then(|v| code(&v["error"]))
+        }
+        // Cohere's failed generation, probity's error beside it.
+        StreamKind::Cohere => {
+            let event = parse_sse(raw);
+            if event.name.as_deref() != Some("message-end") {
+                return None;
+            }
+            json(event.data)
+                .filter(|v| v["delta"]["finish_reason"] == "ERROR")
                 .and_then(|v| code(&v["error"]))
         }
         StreamKind::Ollama { .. } => json(Some(ndjson_data(raw).to_vec()))

@@ -38,6 +38,11 @@ use crate::support::eventstream::{event, CONVERSE_STREAM};
 use crate::support::*;
 use serde_json::{json, Value};
 
+mod azure;
+mod bedrock_anthropic;
+mod cohere_chat;
+mod vertex;
+
 /// Rows that wait on a record the provider's schema requires being kept as
 /// an object (issue 10 item 1): none since it landed. A listed row that
 /// passes fails the test, so the list cannot go stale.

@@ -699,8 +699,10 @@ pub fn judge(
             }
         } else if sound(i) {
             let raw = std::str::from_utf8(&text[entry.span.value.clone()]).unwrap();
-            if let Some(kind) = entry.kind {
-                judged.tokens.push((kind, raw.parse().unwrap()));
+            // A number counts only when whole and within a `u64` (`1e3`
+            // is 1000 tokens, `2.5` none), as a count always does.
+            if let (Some(kind), Some(n)) = (entry.kind, whole_number(raw)) {
+                judged.tokens.push((kind, n));
             }
             if entry.domain == Domain::Count {
                 let value = raw.parse().unwrap();
@@ -714,6 +716,15 @@ pub fn judge(
     judged.pointers.extend(collapsed);
     judged.text = nulled(text, &judged.nulls);
     judged
+}
+
+/// A sound figure's value as a token count: a whole number a `u64` holds
+/// exactly.
+fn whole_number(raw: &str) -> Option<u64> {
+    raw.parse().ok().or_else(|| {
+        let n: f64 = raw.parse().ok()?;
+        (n >= 0.0 && n.fract() == 0.0 && n < u64::MAX as f64).then_some(n as u64)
+    })
 }
 
 /// `text` with the spans nulled.

@@ -143,6 +143,48 @@ pub fn reframed(raw: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
     Some(frame(&headers, payload))
 }
 
+/// Padded standard base64 decoded, one sextet at a time (`None`: not
+/// that): a Bedrock `chunk`'s `bytes`.
+pub fn unbase64(text: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let text = text.as_bytes();
+    if text.len() % 4 != 0 {
+        return None;
+    }
+    let body = text
+        .strip_suffix(b"==")
+        .or_else(|| text.strip_suffix(b"="))
+        .unwrap_or(text);
+    let mut bits = Vec::new();
+    for byte in body {
+        let sextet = ALPHABET.iter().position(|c| c == byte)?;
+        bits.extend((0..6).rev().map(|i| (sextet >> i) & 1 == 1));
+    }
+    let out: Vec<u8> = bits
+        .chunks_exact(8)
+        .map(|byte| byte.iter().fold(0u8, |n, bit| (n << 1) | u8::from(*bit)))
+        .collect();
+    Some(out)
+}
+
+/// A Bedrock `chunk` frame carrying one model event: `{"bytes": base64}`.
+pub fn chunk(event: &[u8]) -> Vec<u8> {
+    let payload = format!(r#"{{"bytes":"{}"}}"#, super::base64::base64(event));
+    self::event("chunk", &payload)
+}
+
+/// A `chunk` frame with its event replaced by `event`: the new base64 in
+/// place of the old, every other byte of the payload as it was, the frame
+/// written anew. `None`: not a readable chunk.
+pub fn rechunked(raw: &[u8], event: &[u8]) -> Option<Vec<u8>> {
+    let (_, payload) = read(raw)?;
+    let text = String::from_utf8(payload).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let old = format!("\"{}\"", value.get("bytes")?.as_str()?);
+    let new = format!("\"{}\"", super::base64::base64(event));
+    reframed(raw, text.replacen(&old, &new, 1).as_bytes())
+}
+
 /// Where each frame of a stream ends, as a reader that trusts only a
 /// prelude whose CRC holds would split it: by its declared length, a
 /// prelude that does not hold (or declares a length below 16 bytes or
@@ -176,6 +218,8 @@ pub fn split(body: &[u8]) -> Vec<std::ops::Range<usize>> {
 ///
 /// - `<event-type> <payload>`: an event frame, as [`event`];
 /// - `exception <exception-type> <payload>`: an exception frame;
+/// - `chunk-of <event>`: a Bedrock `chunk` frame whose `bytes` are the
+///   base64 of `<event>` (as [`chunk`]);
 /// - a fault before either: `!crc ` (its message CRC wrong), `!prelude-crc `
 ///   (its prelude CRC wrong), `!cut ` (only its first half sent: the last
 ///   line); or the line `!length` alone (a prelude, its CRC sound, that
@@ -212,6 +256,7 @@ pub fn from_text(text: &str) -> Result<Vec<u8>, String> {
                     .ok_or_else(|| format!("no exception type: {line:?}"))?;
                 exception(kind, payload)
             }
+            "chunk-of" => chunk(rest.as_bytes()),
             _ => event(kind, rest),
         };
         match fault {
@@ -240,9 +285,16 @@ pub fn to_text(body: &[u8]) -> String {
                         .find(|(n, _)| n == name)
                         .map_or("", |(_, v)| v.as_str())
                 };
+                let decoded = serde_json::from_slice::<serde_json::Value>(&payload)
+                    .ok()
+                    .and_then(|p| unbase64(p.get("bytes")?.as_str()?));
                 let payload = String::from_utf8_lossy(&payload);
                 match header(":message-type") {
                     "exception" => format!("exception {} {payload}", header(":exception-type")),
+                    _ if header(":event-type") == "chunk" && decoded.is_some() => {
+                        let decoded = decoded.unwrap_or_default();
+                        format!("chunk-of {}", String::from_utf8_lossy(&decoded))
+                    }
                     _ => format!("{} {payload}", header(":event-type")),
                 }
             }

@@ -10,9 +10,10 @@
 //! it appears in a cited source with whitespace folded, nothing looser.
 //!
 //! A contract comes from the request (a JSON schema or JSON mode the app
-//! asked the provider for, the tools it declared) and from the route's
-//! `[routes.contract]`.
+//! asked the provider for, the tools it declared, the documents a provider
+//! that cites was given) and from the route's `[routes.contract]`.
 
+mod documents;
 mod schema;
 mod tools;
 
@@ -26,6 +27,7 @@ mod config;
 
 use crate::json::Json;
 pub use config::{CitationsConfig, ContractConfig, OnInvalid, DEFAULT_DEGRADED};
+pub(crate) use documents::{CitationSpec, Documents};
 pub(crate) use schema::Compiled;
 pub use schema::SchemaCache;
 pub(crate) use tools::{
@@ -206,6 +208,9 @@ pub(crate) struct OutputSpec {
     /// Where the declared tools and the tool calls are, when the endpoint
     /// has tools.
     pub(crate) tools: Option<ToolSpec>,
+    /// Where the supplied documents and the answer's own citations are,
+    /// when the provider cites (Cohere's chat).
+    pub(crate) citations: Option<CitationSpec>,
 }
 
 /// An answer gathered from a stream's deltas.
@@ -239,6 +244,9 @@ pub struct Contract {
     pub(crate) answer: bool,
     /// The tools the request declared, that its calls are judged against.
     pub(crate) tools: Option<Tools>,
+    /// The documents the request supplied, that the answer's own
+    /// citations are judged against.
+    pub(crate) documents: Option<Documents>,
 }
 
 /// What the output contract found in a response's answers and tool calls:
@@ -294,14 +302,37 @@ impl Contract {
         prompt: Option<String>,
         cache: &SchemaCache,
     ) -> Option<Self> {
-        Self::resolve_with_tools(requested, None, config, endpoint, prompt, cache)
+        Self::resolve_with_tools(requested, None, None, config, endpoint, prompt, cache)
     }
 
-    /// [`Contract::resolve`], with the tools the request declared: a
-    /// request that declares tools has its calls judged, contract or not.
+    /// The contract for a request to an endpoint whose answers `spec`
+    /// finds: [`Contract::resolve_with_tools`] with what the request asked,
+    /// declared and supplied.
+    pub(crate) fn of_request(
+        spec: &OutputSpec,
+        request: &crate::json::Object<'_>,
+        config: Option<&Arc<ContractConfig>>,
+        cache: &SchemaCache,
+    ) -> Option<Self> {
+        Self::resolve_with_tools(
+            (spec.requested)(request),
+            spec.tools.as_ref().and_then(|t| (t.declared)(request)),
+            spec.citations.as_ref().and_then(|c| (c.supplied)(request)),
+            config,
+            spec.task,
+            (spec.prompt)(request),
+            cache,
+        )
+    }
+
+    /// [`Contract::resolve`], with the tools the request declared and the
+    /// documents it supplied: a request that declares tools has its calls
+    /// judged, and one that supplies documents its citations, contract or
+    /// not.
     pub(crate) fn resolve_with_tools(
         requested: Requested,
         declared: Option<Declared>,
+        documents: Option<Documents>,
         config: Option<&Arc<ContractConfig>>,
         endpoint: &'static str,
         prompt: Option<String>,
@@ -312,7 +343,7 @@ impl Contract {
             _ => None,
         };
         let answer = !matches!(requested, Requested::Nothing) || config.is_some();
-        if !answer && declared.is_none() {
+        if !answer && declared.is_none() && documents.is_none() {
             return None;
         }
         let sources = match (config.and_then(|c| c.citations.as_ref()), prompt) {
@@ -326,6 +357,7 @@ impl Contract {
             sources,
             answer,
             tools: declared.map(|d| Tools::compile(d, cache)),
+            documents,
         })
     }
 
@@ -364,16 +396,25 @@ impl Contract {
         template.replace("{reason}", &quoted[1..quoted.len() - 1])
     }
 
-    /// Judges every answer and every tool call; the one verdict gathers
-    /// all their reasons. `None`: nothing to judge (tools were declared,
-    /// none was called, and no contract asks about the answer).
+    /// Whether the answer's own citations are judged: the request
+    /// supplied documents and the answer cites.
+    fn cites(&self, cited: &[String]) -> bool {
+        self.documents.is_some() && !cited.is_empty()
+    }
+
+    /// Judges every answer, every tool call and the document ids the
+    /// answer's own citations name (`cited`); the one verdict gathers all
+    /// their reasons. `None`: nothing to judge (tools were declared, none
+    /// was called, nothing was cited, and no contract asks about the
+    /// answer).
     pub(crate) fn judge(
         &self,
         answers: &[Answer<'_>],
         calls: &[ToolCall],
+        cited: &[String],
     ) -> Option<OutputFindings> {
         let (judged, beside_calls) = self.calls_judged(calls);
-        if !self.answer && judged == 0 {
+        if !self.answer && judged == 0 && !self.cites(cited) {
             return None;
         }
         let mut found = OutputFindings::default();
@@ -389,6 +430,9 @@ impl Contract {
                 self.judge_one(answer, &mut found);
             }
         }
+        if let Some(documents) = &self.documents {
+            documents.judge(cited, &mut found);
+        }
         if let Some(tools) = &self.tools {
             tools.judge(calls, &mut found);
         }
@@ -396,15 +440,16 @@ impl Contract {
         Some(found)
     }
 
-    /// Judges a stream's answer and calls, gathered from its events, as
-    /// [`Contract::judge`] does a whole response's.
+    /// Judges a stream's answer, calls and citations, gathered from its
+    /// events, as [`Contract::judge`] does a whole response's.
     pub(crate) fn judge_streamed(
         &self,
         answer: Option<&StreamedAnswer>,
         calls: &[ToolCall],
+        cited: &[String],
     ) -> Option<OutputFindings> {
         let (judged, beside_calls) = self.calls_judged(calls);
-        if !self.answer && judged == 0 {
+        if !self.answer && judged == 0 && !self.cites(cited) {
             return None;
         }
         let mut found = OutputFindings::default();
@@ -414,6 +459,9 @@ impl Contract {
                 self.judge_value(value, answer.truncated, answer.refusal, &mut found);
             }
             _ => {}
+        }
+        if let Some(documents) = &self.documents {
+            documents.judge(cited, &mut found);
         }
         if let Some(tools) = &self.tools {
             tools.judge(calls, &mut found);

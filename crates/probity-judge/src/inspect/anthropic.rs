@@ -114,7 +114,7 @@ const EVENTS_HELD: &[HeldInvariant] = &[
     held(Invariant::ToolArgumentsType, "a `content_block_start`'s `tool_use` `input` is an object"),
 ];
 
-const MESSAGES: Endpoint = Endpoint {
+pub(super) const MESSAGES: Endpoint = Endpoint {
     operation: "chat",
     request: &MESSAGES_REQUEST,
     check: messages,
@@ -147,6 +147,7 @@ pub(super) const OUTPUT: OutputSpec = OutputSpec {
         declared: declared_tools,
         calls: message_calls,
     }),
+    citations: None,
 };
 
 /// `tools[]`: each `name`, with its `input_schema` when it has one (a
@@ -284,6 +285,18 @@ fn related(convention: Convention) -> Related<'static> {
         relations: RELATIONS,
         convention,
     }
+}
+
+/// The judge of one Messages stream's events, from its request (`None`:
+/// unread, syntax and figures only). Bedrock's
+/// `invoke-with-response-stream` carries the same events in its chunks.
+pub(super) fn message_events(request: Option<&Object<'_>>) -> Box<dyn EventCheck> {
+    Box::new(match request {
+        Some(request) => {
+            MessageEvents::new(forced_tool(request), declared_tools(request).is_some())
+        }
+        None => MessageEvents::new(None, false),
+    })
 }
 
 struct MessageEvents {

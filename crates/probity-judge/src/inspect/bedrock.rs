@@ -1,5 +1,6 @@
 //! Amazon Bedrock Runtime: `POST /model/{modelId}/converse`, matched by the
-//! operation that ends the path. A Bedrock API key goes in `Authorization:
+//! operation that ends the path; `invoke` and `invoke-with-response-stream`
+//! by the model's family. A Bedrock API key goes in `Authorization:
 //! Bearer`; AWS credentials sign each request anew (SigV4, in `forward`),
 //! so the client's own signature headers are removed either way.
 //!
@@ -145,6 +146,7 @@ const OUTPUT: OutputSpec = OutputSpec {
         declared: declared_tools,
         calls: converse_calls,
     }),
+    citations: None,
 };
 
 /// `output.message`: an assistant message whose `content` is an array of
@@ -518,15 +520,7 @@ impl EventCheck for ConverseEvents {
     /// (so boto3 and the JS SDK raise it with the payload's `message`),
     /// the usual error object as its payload.
     fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
-        let payload = serde_json::to_vec(error).unwrap_or_default();
-        super::eventstream::encode(
-            &[
-                (":exception-type", exception_type(error)),
-                (":content-type", "application/json"),
-                (":message-type", "exception"),
-            ],
-            &payload,
-        )
+        exception_frame(error)
     }
 
     fn ends(&self, event: &Event<'_>) -> bool {
@@ -564,6 +558,186 @@ impl EventCheck for ConverseEvents {
     }
 }
 
+/// An `invoke-with-response-stream` answer, frame by frame: each `chunk`
+/// frame's payload is `{"bytes": "<base64>"}` (`PayloadPart` in botocore's
+/// `bedrock-runtime` model), the bytes one Anthropic stream event, named
+/// by its `type`, judged by Anthropic's own stream judge (figures, running
+/// totals across `message_delta`, tool input, the output contract). The
+/// last event also carries Bedrock's invocation metrics. A rewritten event
+/// is encoded anew inside its chunk (`rewrite`); an exception frame passes
+/// as it came (the SDKs raise it).
+struct InvokeEvents {
+    messages: Box<dyn EventCheck>,
+}
+
+/// A `chunk`'s `PayloadPart` (AWS's name): its decoded bytes, one
+/// Anthropic event, and that event's `type`.
+struct PayloadPart {
+    bytes: Vec<u8>,
+    kind: Option<String>,
+}
+
+impl PayloadPart {
+    /// The event a `chunk` frame carries, or the violation its payload is.
+    fn of(payload: &[u8]) -> Result<Self, Violation> {
+        let doc = super::stream::event_object(payload)?;
+        let text = doc
+            .object()
+            .and_then(|o| o.present("bytes"))
+            .and_then(|b| b.string())
+            .ok_or_else(|| {
+                invariants::violation(
+                    Invariant::PayloadMissing,
+                    "a chunk has no string `bytes`".into(),
+                )
+            })?;
+        let bytes = super::eventstream::base64_decode(&text).ok_or_else(|| {
+            invariants::violation(
+                Invariant::EventStreamInvalid,
+                "a chunk's `bytes` are not padded base64".into(),
+            )
+        })?;
+        let kind = crate::json::Document::parse(&bytes)
+            .ok()
+            .and_then(|d| d.object()?.get("type")?.string().map(|t| t.into_owned()));
+        Ok(Self { bytes, kind })
+    }
+
+    /// The chunk's event as the Anthropic judge reads an SSE event.
+    fn event(&self) -> Event<'_> {
+        Event {
+            raw: &self.bytes,
+            name: self.kind.as_deref(),
+            data: Some(std::borrow::Cow::Borrowed(&self.bytes)),
+            fault: None,
+            exception: None,
+        }
+    }
+}
+
+impl InvokeEvents {
+    fn boxed(request: Option<&Object<'_>>) -> Box<dyn EventCheck> {
+        Box::new(Self {
+            messages: super::anthropic::message_events(request),
+        })
+    }
+
+    /// The Anthropic event of a sound `chunk` frame, if it is one.
+    fn chunk(event: &Event<'_>) -> Option<Result<PayloadPart, Violation>> {
+        if event.fault.is_some() || event.exception.is_some() || event.name != Some("chunk") {
+            return None;
+        }
+        Some(PayloadPart::of(event.data.as_deref().unwrap_or_default()))
+    }
+}
+
+/// A `chunk` frame with its event's `nulls` (ranges of the decoded bytes)
+/// made `null`: the bytes encoded anew in place of the old, every other
+/// byte of the payload (Bedrock's `p` padding) and every header byte as
+/// received, both CRCs computed anew.
+fn rechunked(raw: &[u8], nulls: &[std::ops::Range<usize>]) -> Option<Vec<u8>> {
+    let payload = raw.get(super::eventstream::payload_range(raw)?)?;
+    let doc = crate::json::Document::parse(payload).ok()?;
+    let bytes = doc.object()?.present("bytes")?;
+    let decoded = super::eventstream::base64_decode(&bytes.string()?)?;
+    let mut nulled: Vec<(std::ops::Range<usize>, &[u8])> =
+        nulls.iter().map(|r| (r.clone(), &b"null"[..])).collect();
+    let spliced = crate::json::replace(&decoded, &mut nulled);
+    let encoded = format!("\"{}\"", super::eventstream::base64_encode(&spliced));
+    let mut replacement = [(bytes.span(payload), encoded.as_bytes())];
+    let payload = crate::json::replace(payload, &mut replacement);
+    Some(super::eventstream::reframed(raw, &payload))
+}
+
+impl EventCheck for InvokeEvents {
+    fn event(&mut self, event: &Event<'_>, convention: Convention) -> Result<Seen, Violation> {
+        if let Some(fault) = event.fault {
+            return Err(invariants::violation(
+                Invariant::EventStreamInvalid,
+                fault.describe().into(),
+            ));
+        }
+        if event.exception.is_some() {
+            return Ok(Seen::UpstreamError); // relayed: the SDK raises it
+        }
+        let Some(chunk) = Self::chunk(event) else {
+            return Ok(Seen::Nothing); // an event type AWS adds later
+        };
+        let chunk = chunk?;
+        let seen = self.messages.event(&chunk.event(), convention)?;
+        let doc = super::stream::event_object(&chunk.bytes)?;
+        let body = doc.object().unwrap_or_default();
+        if !matches!(seen, Seen::Nothing) || body.present(METRICS).is_none() {
+            return Ok(seen);
+        }
+        let related = Related {
+            relations: &[],
+            convention,
+        };
+        Ok(Seen::Figures(figures::judge(
+            &chunk.bytes,
+            &body,
+            INVOCATION_METRICS,
+            related,
+        )))
+    }
+
+    fn error_event(&self, error: &serde_json::Value) -> Vec<u8> {
+        exception_frame(error)
+    }
+
+    fn document<'e>(&self, event: &'e Event<'_>) -> Option<std::borrow::Cow<'e, [u8]>> {
+        match Self::chunk(event)? {
+            Ok(part) => Some(std::borrow::Cow::Owned(part.bytes)),
+            Err(_) => None,
+        }
+    }
+
+    fn rewrite(
+        &self,
+        _framing: Framing,
+        raw: &[u8],
+        nulls: &[std::ops::Range<usize>],
+        _comment: Option<&str>,
+    ) -> Vec<u8> {
+        rechunked(raw, nulls).unwrap_or_else(|| raw.to_vec())
+    }
+
+    fn ends(&self, event: &Event<'_>) -> bool {
+        matches!(Self::chunk(event), Some(Ok(chunk)) if self.messages.ends(&chunk.event()))
+    }
+
+    fn closing(&mut self, event: &Event<'_>) {
+        if let Some(Ok(chunk)) = Self::chunk(event) {
+            self.messages.closing(&chunk.event());
+        }
+    }
+
+    fn answer(&self) -> Option<&StreamedAnswer> {
+        self.messages.answer()
+    }
+
+    fn calls(&self) -> Option<&StreamedCalls> {
+        self.messages.calls()
+    }
+}
+
+/// The member of the last event that holds Bedrock's invocation metrics.
+const METRICS: &str = "amazon-bedrock-invocationMetrics";
+
+/// probity's own exception frame, for every Bedrock event stream.
+fn exception_frame(error: &serde_json::Value) -> Vec<u8> {
+    let payload = serde_json::to_vec(error).unwrap_or_default();
+    super::eventstream::encode(
+        &[
+            (":exception-type", exception_type(error)),
+            (":content-type", "application/json"),
+            (":message-type", "exception"),
+        ],
+        &payload,
+    )
+}
+
 /// The `:exception-type` of probity's exception frame, one of those the
 /// `ConverseStreamOutput` union names: `internalServerException` for
 /// probity's own fault, `serviceUnavailableException` for an upstream
@@ -595,8 +769,8 @@ const TITAN_REQUEST: RequestShape = RequestShape {
     ],
 };
 
-/// An Anthropic model's body: a Messages request without `stream` (a
-/// stream is `invoke-with-response-stream`, not judged).
+/// An Anthropic model's body: a Messages request without `stream` (the
+/// SDKs take it out and call `invoke-with-response-stream` instead).
 const INVOKE_ANTHROPIC_REQUEST: RequestShape = RequestShape {
     body: true,
     fields: &[
@@ -661,9 +835,101 @@ const INVOKE_ANTHROPIC: Endpoint = Endpoint {
     batch: None,
 };
 
+/// Bedrock's own figures on the last event of an `invoke-with-response-
+/// stream` (`amazon-bedrock-invocationMetrics`, beside the model's event:
+/// AWS's "Invoke Anthropic Claude on Amazon Bedrock using the Invoke Model
+/// API with a response stream" example prints them). They are Bedrock's
+/// metering, not the model's `usage`: no document states either equal to
+/// Anthropic's counts (Bedrock counts cache reads and writes apart,
+/// `cacheReadInputTokenCount`, `cacheWriteInputTokenCount`), so no
+/// relation ties them.
+const INVOCATION_METRICS: &[Figure] = &[
+    Figure::count("/amazon-bedrock-invocationMetrics/inputTokenCount"),
+    Figure::count("/amazon-bedrock-invocationMetrics/outputTokenCount"),
+    Figure::count("/amazon-bedrock-invocationMetrics/invocationLatency"),
+    Figure::count("/amazon-bedrock-invocationMetrics/firstByteLatency"),
+    Figure::count("/amazon-bedrock-invocationMetrics/cacheReadInputTokenCount"),
+    Figure::count("/amazon-bedrock-invocationMetrics/cacheWriteInputTokenCount"),
+];
+
+/// The figures of an `invoke-with-response-stream`, for its reference:
+/// Anthropic's message figures (`message_start`; `message_delta` restates
+/// its counts), then Bedrock's invocation metrics (a test holds the first
+/// part to `anthropic::FIGURES`).
+const INVOKE_STREAM_FIGURES: &[Figure] = &[
+    Figure::required("/usage"),
+    Figure::id("/id"),
+    Figure::count("/usage/input_tokens").tokens("input"),
+    Figure::count("/usage/output_tokens").tokens("output"),
+    Figure::count("/usage/cache_creation_input_tokens"),
+    Figure::count("/usage/cache_read_input_tokens"),
+    Figure::count("/usage/cache_creation/*"),
+    Figure::count("/usage/output_tokens_details/*"),
+    Figure::count("/usage/server_tool_use/*"),
+    Figure::count("/amazon-bedrock-invocationMetrics/inputTokenCount"),
+    Figure::count("/amazon-bedrock-invocationMetrics/outputTokenCount"),
+    Figure::count("/amazon-bedrock-invocationMetrics/invocationLatency"),
+    Figure::count("/amazon-bedrock-invocationMetrics/firstByteLatency"),
+    Figure::count("/amazon-bedrock-invocationMetrics/cacheReadInputTokenCount"),
+    Figure::count("/amazon-bedrock-invocationMetrics/cacheWriteInputTokenCount"),
+];
+
+/// What `InvokeEvents` holds of an `invoke-with-response-stream`: the
+/// frames, each `chunk`'s `bytes`, and in them what Anthropic's stream
+/// judge holds of a Messages stream.
+const INVOKE_EVENTS_HELD: &[HeldInvariant] = &[
+    held(
+        Invariant::EventStreamInvalid,
+        "each AWS event-stream frame reads whole (its lengths, its CRCs, no cut); a `chunk`'s `bytes` are padded base64",
+    ),
+    held(
+        Invariant::PayloadMissing,
+        "a `chunk` carries a string `bytes`; `message_start` carries a `message` object",
+    ),
+    held(
+        Invariant::InvalidJson,
+        "a `chunk`'s decoded `bytes` are a JSON object (one Anthropic stream event)",
+    ),
+    held(
+        Invariant::ContentBlockInvalid,
+        "a `content_block_*` event names its block `index`; a `_delta` or `_stop` names a block that was started",
+    ),
+    held(
+        Invariant::ToolArgumentsType,
+        "a `content_block_start`'s `tool_use` `input` is an object",
+    ),
+];
+
+/// `invoke-with-response-stream` on an Anthropic model: Anthropic's
+/// Messages stream, one event per `chunk` frame.
+const INVOKE_ANTHROPIC_STREAM: Endpoint = Endpoint {
+    operation: "chat",
+    request: &INVOKE_ANTHROPIC_REQUEST,
+    check: super::anthropic::messages,
+    invariants: super::anthropic::MESSAGES_HELD,
+    figures: INVOKE_STREAM_FIGURES,
+    relations: super::anthropic::RELATIONS,
+    header_figures: &[],
+    stream: Some(StreamSpec {
+        asked: |_| true,
+        framing: Framing::EventStream,
+        comments: false,
+        start: |request| Ok(InvokeEvents::boxed(Some(request))),
+        invariants: INVOKE_EVENTS_HELD,
+        unread: || InvokeEvents::boxed(None),
+    }),
+    output: Some(super::anthropic::OUTPUT),
+    batch: None,
+};
+
 /// The model families `invoke` is judged for, by the name a route's
 /// `model_families` maps an id to.
 pub(crate) const FAMILIES: &[&str] = &["titan-embed-text-v2", "cohere-embed", "anthropic"];
+
+/// The families whose `invoke-with-response-stream` is judged.
+fn family_stream_endpoint(family: &str) -> Option<&'static Endpoint> {
+    (family == "anthropic").then_some(&INVOKE_ANTHROPIC_STREAM)
+}
 
 fn family_endpoint(family: &str) -> Option<&'static Endpoint> {
     match family {
@@ -859,12 +1125,28 @@ impl Dialect for Bedrock {
         family_endpoint(name)
     }
 
+    fn family_stream(&self, name: &str) -> Option<&'static Endpoint> {
+        family_stream_endpoint(name)
+    }
+
+    fn family_at(&self, whole: &'static Endpoint, path: &str) -> Option<&'static Endpoint> {
+        match operation(path)? {
+            "invoke" => Some(whole),
+            "invoke-with-response-stream" => FAMILIES
+                .iter()
+                .find(|f| family_endpoint(f).is_some_and(|e| std::ptr::eq(e, whole)))
+                .and_then(|f| family_stream_endpoint(f)),
+            _ => None,
+        }
+    }
+
     fn families(&self) -> &'static [&'static str] {
         FAMILIES
     }
 
     fn unjudged(&self, path: &str) -> Option<&'static str> {
-        (operation(path)? == "invoke" && self.endpoint(path).is_none()).then_some(FAMILY_UNKNOWN)
+        let invoke = matches!(operation(path)?, "invoke" | "invoke-with-response-stream");
+        (invoke && self.endpoint(path).is_none()).then_some(FAMILY_UNKNOWN)
     }
 
     /// Keyed by operation; `invoke` is each model family's (`family`).
@@ -875,6 +1157,7 @@ impl Dialect for Bedrock {
     fn endpoint(&self, path: &str) -> Option<&'static Endpoint> {
         match operation(path)? {
             "invoke" => family_endpoint(family(&model_id(path)?)?),
+            "invoke-with-response-stream" => family_stream_endpoint(family(&model_id(path)?)?),
             operation => OPERATIONS
                 .iter()
                 .find(|(name, _)| *name == operation)
@@ -916,6 +1199,261 @@ mod tests {
             model_id(&format!("/model/{arn}/invoke")).as_deref(),
             Some("arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-20250929-v1:0")
         );
+    }
+
+    /// AWS's example stream for Claude through
+    /// `invoke-with-response-stream` (the Bedrock user guide's "Invoke
+    /// Anthropic Claude … with a response stream"), each event as
+    /// anthropic-sdk-python's Bedrock tests decode it.
+    const EVENTS: [&str; 6] = [
+        r#"{"type":"message_start","message":{"id":"msg_bdrk_01XtrXhdRwKsXvtzRLuwkmnZ","type":"message","role":"assistant","model":"claude-3-haiku-20240307","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello! How can I help?"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}"#,
+        r#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":12,"outputTokenCount":9,"invocationLatency":1187,"firstByteLatency":402}}"#,
+    ];
+
+    const STREAM: &str =
+        "/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream";
+
+    fn chunk(event: &str) -> Vec<u8> {
+        let payload = format!(
+            r#"{{"bytes":"{}","p":"abcdefgh"}}"#,
+            super::super::eventstream::base64_encode(event.as_bytes())
+        );
+        super::super::eventstream::encode(
+            &[
+                (":event-type", "chunk"),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            payload.as_bytes(),
+        )
+    }
+
+    /// What a judge found, as these tests read it.
+    #[derive(Debug)]
+    struct InvokeJudged {
+        pointers: Vec<String>,
+        tokens: Vec<(&'static str, u64)>,
+        contradicted: Vec<&'static str>,
+        upstream_errors: u32,
+        model: Option<String>,
+        id: Option<String>,
+    }
+
+    /// What the judge sends on, and what it found, for `body`.
+    fn judged(body: Vec<u8>) -> (Vec<u8>, Option<Invariant>, InvokeJudged) {
+        let cache = crate::contract::SchemaCache::new(4);
+        let contracts = super::super::Contracts {
+            config: None,
+            cache: &cache,
+            convention: Default::default(),
+        };
+        let endpoint = Bedrock.endpoint(STREAM).unwrap();
+        let request = br#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":256,"messages":[{"role":"user","content":"Hello"}]}"#;
+        let judge = super::super::stream_judge(endpoint, request, &contracts).unwrap();
+        let mut judge = judge.identifying(true);
+        let mut out = std::collections::VecDeque::new();
+        let body = bytes::Bytes::from(body);
+        let broken = judge
+            .feed(&body, &mut out)
+            .and_then(|()| judge.end(&mut out))
+            .err()
+            .map(|v| v.invariant);
+        let out = out.iter().flat_map(|b| b.iter().copied()).collect();
+        let findings = judge.findings();
+        let found = InvokeJudged {
+            pointers: findings.pointers.clone(),
+            tokens: findings.tokens.clone(),
+            contradicted: findings.contradicted.clone(),
+            upstream_errors: findings.upstream_errors,
+            model: findings.identity.model.clone(),
+            id: findings.identity.id.clone(),
+        };
+        (out, broken, found)
+    }
+
+    /// The Anthropic events a judged stream carries, decoded.
+    fn decoded(out: &[u8]) -> Vec<String> {
+        let mut events = Vec::new();
+        let mut rest = out;
+        while let Some(len) = super::super::eventstream::next_frame(rest) {
+            let frame = super::super::eventstream::decode(&rest[..len]).unwrap();
+            let doc = crate::json::Document::parse(frame.payload).unwrap();
+            let bytes = doc
+                .object()
+                .unwrap()
+                .get("bytes")
+                .unwrap()
+                .string()
+                .unwrap();
+            let event = super::super::eventstream::base64_decode(&bytes).unwrap();
+            events.push(String::from_utf8(event).unwrap());
+            rest = &rest[len..];
+        }
+        events
+    }
+
+    fn stream_of(events: &[&str]) -> Vec<u8> {
+        events.iter().flat_map(|e| chunk(e)).collect()
+    }
+
+    #[test]
+    fn a_sound_invoke_stream_passes_as_the_same_bytes() {
+        let body = stream_of(&EVENTS);
+        let (out, broken, findings) = judged(body.clone());
+        assert_eq!(broken, None);
+        assert_eq!(out, body);
+        assert!(findings.pointers.is_empty(), "{findings:?}");
+        assert_eq!(findings.tokens, [("input", 12), ("output", 9)]);
+        // The span's model and id, read inside the chunks.
+        assert_eq!(findings.model.as_deref(), Some("claude-3-haiku-20240307"));
+        assert_eq!(
+            findings.id.as_deref(),
+            Some("msg_bdrk_01XtrXhdRwKsXvtzRLuwkmnZ")
+        );
+    }
+
+    #[test]
+    fn a_malformed_figure_in_a_chunk_is_nulled_inside_its_base64() {
+        let delta = EVENTS[4].replace(r#""output_tokens":9"#, r#""output_tokens":"9""#);
+        let mut events = EVENTS;
+        events[4] = &delta;
+        let (out, broken, findings) = judged(stream_of(&events));
+        assert_eq!(broken, None);
+        assert_eq!(findings.pointers, ["/usage/output_tokens"]);
+        let seen = decoded(&out);
+        assert_eq!(
+            seen[4],
+            EVENTS[4].replace(r#""output_tokens":9"#, r#""output_tokens":null"#)
+        );
+        assert_eq!(seen[..4], EVENTS[..4]);
+        // The rewritten frame keeps its headers and its `p`, CRCs anew.
+        let at = stream_of(&events[..4]).len();
+        let frame = super::super::eventstream::decode(&out[at..]).unwrap();
+        assert_eq!(frame.text(":event-type"), Some("chunk"));
+        assert!(frame.payload.ends_with(br#"","p":"abcdefgh"}"#));
+    }
+
+    #[test]
+    fn a_falling_running_total_and_malformed_metrics_are_nulled() {
+        let falling = EVENTS[4].replace(r#""output_tokens":9"#, r#""output_tokens":4"#);
+        let metrics = EVENTS[5].replace(r#""inputTokenCount":12"#, r#""inputTokenCount":-12"#);
+        let events = [
+            EVENTS[0], EVENTS[1], EVENTS[2], EVENTS[3], EVENTS[4], &falling, &metrics,
+        ];
+        let (out, broken, findings) = judged(stream_of(&events));
+        assert_eq!(broken, None);
+        assert_eq!(
+            findings.pointers,
+            [
+                "/usage/output_tokens",
+                "/amazon-bedrock-invocationMetrics/inputTokenCount"
+            ]
+        );
+        assert_eq!(findings.contradicted, ["running_total_never_falls"]);
+        assert_eq!(findings.tokens, [("input", 12), ("output", 9)]);
+        let seen = decoded(&out);
+        assert!(seen[5].contains(r#""output_tokens":null"#), "{}", seen[5]);
+        assert!(seen[6].contains(r#""inputTokenCount":null"#), "{}", seen[6]);
+    }
+
+    #[test]
+    fn a_broken_chunk_or_frame_breaks_the_stream() {
+        let raw = |payload: &str| {
+            super::super::eventstream::encode(
+                &[(":event-type", "chunk"), (":message-type", "event")],
+                payload.as_bytes(),
+            )
+        };
+        let not_json = format!(
+            r#"{{"bytes":"{}"}}"#,
+            super::super::eventstream::base64_encode(b"{\"type\":")
+        );
+        let mut crc = chunk(EVENTS[1]);
+        *crc.last_mut().unwrap() ^= 1;
+        let mut cut = chunk(EVENTS[1]);
+        cut.truncate(cut.len() / 2);
+        for (broken, invariant) in [
+            (
+                raw(r#"{"bytes":"not base64!"}"#),
+                Invariant::EventStreamInvalid,
+            ),
+            (raw(r#"{"p":"abc"}"#), Invariant::PayloadMissing),
+            (raw(&not_json), Invariant::InvalidJson),
+            (crc, Invariant::EventStreamInvalid),
+            (cut, Invariant::EventStreamInvalid),
+            (
+                chunk(
+                    r#"{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"x"}}"#,
+                ),
+                Invariant::ContentBlockInvalid,
+            ),
+        ] {
+            let mut body = chunk(EVENTS[0]);
+            body.extend_from_slice(&broken);
+            body.extend_from_slice(&chunk(EVENTS[1]));
+            let (out, found, _) = judged(body);
+            assert_eq!(found, Some(invariant), "{broken:?}");
+            assert_eq!(out, chunk(EVENTS[0]), "nothing after the break");
+        }
+    }
+
+    #[test]
+    fn an_exception_frame_passes_and_an_error_ends_with_one() {
+        let exception = super::super::eventstream::encode(
+            &[
+                (":exception-type", "throttlingException"),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ],
+            br#"{"message":"Too many requests, please wait before trying again."}"#,
+        );
+        let mut body = stream_of(&EVENTS[..3]);
+        body.extend_from_slice(&exception);
+        let (out, broken, findings) = judged(body.clone());
+        assert_eq!((out, broken, findings.upstream_errors), (body, None, 1));
+        let frame = InvokeEvents::boxed(None).error_event(&serde_json::json!({
+            "type": "provider_invalid_response", "message": "a chunk's `bytes` are not padded base64"
+        }));
+        let frame = super::super::eventstream::decode(&frame).unwrap();
+        assert_eq!(frame.text(":message-type"), Some("exception"));
+        assert_eq!(
+            frame.text(":exception-type"),
+            Some("modelStreamErrorException")
+        );
+    }
+
+    #[test]
+    fn the_streams_figures_are_anthropics_then_bedrocks() {
+        let shown = |figures: &[Figure]| -> Vec<String> {
+            figures.iter().map(|f| format!("{f:?}")).collect()
+        };
+        let (message, metrics) =
+            INVOKE_STREAM_FIGURES.split_at(super::super::anthropic::FIGURES.len());
+        assert_eq!(shown(message), shown(super::super::anthropic::FIGURES));
+        assert_eq!(shown(metrics), shown(INVOCATION_METRICS));
+    }
+
+    #[test]
+    fn the_stream_is_judged_for_the_anthropic_family_only() {
+        assert!(Bedrock.endpoint(STREAM).is_some_and(|e| e.stream.is_some()));
+        let llama = "/model/meta.llama3-8b-instruct-v1%3A0/invoke-with-response-stream";
+        assert!(Bedrock.endpoint(llama).is_none());
+        assert_eq!(Bedrock.unjudged(llama), Some(FAMILY_UNKNOWN));
+        assert_eq!(Bedrock.unjudged(STREAM), None);
+        // A route's model_families names the family of an id that names
+        // none (an application inference profile): its stream is judged too.
+        let app = "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fa1b2c3";
+        let whole = Bedrock.family("anthropic").unwrap();
+        let at = |operation: &str| Bedrock.family_at(whole, &format!("{app}/{operation}"));
+        assert!(at("invoke").is_some_and(|e| std::ptr::eq(e, whole)));
+        assert!(at("invoke-with-response-stream").is_some_and(|e| e.stream.is_some()));
+        let titan = Bedrock.family("titan-embed-text-v2").unwrap();
+        let stream = format!("{app}/invoke-with-response-stream");
+        assert!(Bedrock.family_at(titan, &stream).is_none());
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! Cohere's embed (`/v1/embed`, `/v2/embed`) and rerank (`/v1/rerank`,
-//! `/v2/rerank`). Cohere types its `meta` figures as numbers, so a
-//! non-negative finite number is well-formed there.
+//! Cohere's embed (`/v1/embed`, `/v2/embed`), rerank (`/v1/rerank`,
+//! `/v2/rerank`) and chat (`/v2/chat`, in `chat`). Cohere types its `meta`
+//! and `usage` figures as numbers, so a non-negative finite number is
+//! well-formed there.
+
+mod chat;
 
 use super::{held, Dialect, Endpoint, Field, HeldInvariant, RequestShape, Response};
 use crate::batch::{BatchSpec, Item, Vectors};
@@ -153,6 +156,7 @@ impl Dialect for Cohere {
             ("/v1/embed", &EMBED_V1),
             ("/embed", &EMBED),
             ("/rerank", &RERANK),
+            ("/v2/chat", &chat::CHAT),
         ]
     }
 }

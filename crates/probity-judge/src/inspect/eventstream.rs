@@ -282,6 +282,64 @@ fn framed(headers: &[u8], payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A whole frame with its payload replaced by `payload`: every header byte
+/// as received, both lengths and both CRCs computed anew.
+pub(crate) fn reframed(raw: &[u8], payload: &[u8]) -> Vec<u8> {
+    let Some(range) = payload_range(raw) else {
+        return raw.to_vec();
+    };
+    framed(raw.get(PRELUDE..range.start).unwrap_or_default(), payload)
+}
+
+/// The standard base64 alphabet (RFC 4648 §4), in which a Bedrock
+/// `chunk`'s `bytes` (a blob in AWS's model) travel inside its JSON.
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Padded standard base64 decoded; `None` for anything else.
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    let quads = bytes.chunks_exact(4);
+    let last = quads.len().saturating_sub(1);
+    for (i, quad) in quads.enumerate() {
+        let pad = quad.iter().rev().take_while(|b| **b == b'=').count();
+        if pad > 2 || (pad > 0 && i != last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for byte in quad.iter().take(4 - pad) {
+            let sextet = BASE64.iter().position(|c| c == byte)?;
+            n = (n << 6) | sextet as u32;
+        }
+        n <<= 6 * pad as u32;
+        let [_, a, b, c] = n.to_be_bytes();
+        out.extend_from_slice([a, b, c].get(..3 - pad).unwrap_or_default());
+    }
+    Some(out)
+}
+
+/// `bytes` in padded standard base64.
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let mut n = 0u32;
+        for (i, byte) in group.iter().enumerate() {
+            n |= u32::from(*byte) << (16 - 8 * i);
+        }
+        for i in 0..4 {
+            let sextet = (n >> (18 - 6 * i)) & 0x3f;
+            match BASE64.get(sextet as usize) {
+                Some(c) if i <= group.len() => out.push(char::from(*c)),
+                _ => out.push('='),
+            }
+        }
+    }
+    out
+}
+
 /// A whole frame with its payload's `nulls` (ranges of the payload) made
 /// `null`: every header byte as received, both lengths and both CRCs
 /// computed anew.
@@ -385,6 +443,34 @@ mod tests {
                     proptest::prop_assert_eq!(event.as_ref().ok().map(|e| &e.1), Some(payload));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn base64_round_trips_and_refuses_what_is_not_it() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64_encode(plain.as_bytes()), encoded, "RFC 4648 §10");
+            assert_eq!(base64_decode(encoded).unwrap(), plain.as_bytes());
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(base64_decode(&base64_encode(&all)).unwrap(), all);
+        for bad in [
+            "Zg=",
+            "Zg=a",
+            "Z===",
+            "Zm9v!A==",
+            "Zg==Zg==",
+            "eyJ0eXBlIjoi bWVzc2FnZSJ9",
+        ] {
+            assert_eq!(base64_decode(bad), None, "{bad}");
         }
     }
 

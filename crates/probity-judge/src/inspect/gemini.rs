@@ -228,7 +228,7 @@ const ARRAY_HELD: &[HeldInvariant] = &[
     FUNCTION_ARGS,
 ];
 
-const GENERATE: Endpoint = Endpoint {
+pub(super) const GENERATE: Endpoint = Endpoint {
     operation: "generate_content",
     request: &GENERATE_REQUEST,
     check: generate,
@@ -248,7 +248,7 @@ const GENERATE: Endpoint = Endpoint {
 /// No comment lines: the google-genai SDK parses every line that does not
 /// start with `data: ` as JSON, so a `: probity-normalized` comment would
 /// break the app's stream. The pointers are in the capture and the metrics.
-const STREAM_GENERATE: Endpoint = Endpoint {
+pub(super) const STREAM_GENERATE: Endpoint = Endpoint {
     operation: "generate_content",
     request: &GENERATE_REQUEST,
     check: streamed_document,
@@ -298,6 +298,7 @@ const OUTPUT: OutputSpec = OutputSpec {
             calls
         },
     }),
+    citations: None,
 };
 
 /// An array member's objects (none when it is absent or not an array).
@@ -444,7 +445,7 @@ const METHODS: super::Endpoints = &[
 
 /// The custom method of a path's last segment (`models/x:generateContent`
 /// → `generateContent`), its colon written plainly or percent-encoded.
-fn method(path: &str) -> Option<&str> {
+pub(super) fn method(path: &str) -> Option<&str> {
     let segment = &path[path.rfind('/').map_or(0, |i| i + 1)..];
     if let Some(at) = segment.rfind(':') {
         return Some(&segment[at + 1..]);
@@ -476,7 +477,11 @@ fn output_dimensionality(request: &Object<'_>) -> Result<Option<usize>, Fault> {
 
 /// One vector: a non-empty array of finite numbers, of the requested length
 /// when one was asked. Returns its length.
-fn vector(values: Json<'_>, requested: Option<usize>, label: &str) -> Result<usize, Violation> {
+pub(super) fn vector(
+    values: Json<'_>,
+    requested: Option<usize>,
+    label: &str,
+) -> Result<usize, Violation> {
     let dim = invariants::dimension(values, Form::Float, &|| label.to_string())?;
     if dim == 0 {
         return Err(invariants::violation(

@@ -9,6 +9,7 @@
 //! and `figures` (ancillary figures).
 
 mod anthropic;
+mod azure;
 mod bedrock;
 mod cohere;
 pub(crate) mod eventstream;
@@ -24,6 +25,7 @@ mod responses;
 pub mod stream;
 mod stream_judge;
 mod tei;
+mod vertex;
 mod voyage;
 
 use std::borrow::Cow;
@@ -50,6 +52,7 @@ pub use stream_judge::StreamJudge;
 /// of these; adding a provider means adding its file and one line here.
 pub(crate) const DIALECTS: &[&dyn Dialect] = &[
     &openai::OpenAi,
+    &azure::Azure,
     &ollama::Ollama,
     &cohere::Cohere,
     &jina::JINA,
@@ -58,6 +61,7 @@ pub(crate) const DIALECTS: &[&dyn Dialect] = &[
     &anthropic::Anthropic,
     &gemini::Gemini,
     &bedrock::Bedrock,
+    &vertex::Vertex,
     &passthrough::Passthrough,
 ];
 
@@ -164,6 +168,20 @@ pub trait Dialect: Send + Sync {
     /// (Bedrock's `invoke` bodies are each model's own).
     fn family(&self, _name: &str) -> Option<&'static Endpoint> {
         None
+    }
+
+    /// The endpoint of a model family's streamed call, when it has one
+    /// probity judges (Bedrock's `invoke-with-response-stream`).
+    fn family_stream(&self, _name: &str) -> Option<&'static Endpoint> {
+        None
+    }
+
+    /// The endpoint a POST to `path` is when a route's `model_families`
+    /// names its model's family, whose whole call is `whole`: the family's
+    /// streamed call on a streaming path (Bedrock's
+    /// `invoke-with-response-stream`), `None` for a call it does not judge.
+    fn family_at(&self, whole: &'static Endpoint, _path: &str) -> Option<&'static Endpoint> {
+        Some(whole)
     }
 
     /// The family names [`Dialect::family`] knows.
@@ -544,14 +562,7 @@ pub fn stream_judge(
         .map_err(|reason| *reason);
     let contract = request.as_ref().ok().and_then(|request| {
         let output = endpoint.output.as_ref()?;
-        Contract::resolve_with_tools(
-            (output.requested)(request),
-            output.tools.as_ref().and_then(|t| (t.declared)(request)),
-            contracts.config,
-            output.task,
-            (output.prompt)(request),
-            contracts.cache,
-        )
+        Contract::of_request(output, request, contracts.config, contracts.cache)
     });
     let (check, uninspected) = match request.as_ref().map(spec.start) {
         Ok(Ok(check)) => (check, None),
@@ -836,8 +847,14 @@ fn judge(
         .collect();
     let output = match (&endpoint.output, &response.object, checked) {
         (Some(spec), Some(object), Ok(request)) => contract(spec, request, object, contracts)
-            .and_then(|(contract, answers, calls)| {
-                judge_output(contract, &answers, &calls, body, &mut replacements)
+            .and_then(|(contract, answers, calls, cited)| {
+                judge_output(
+                    contract,
+                    &answers,
+                    (&calls, &cited),
+                    body,
+                    &mut replacements,
+                )
             }),
         _ => None,
     };
@@ -868,17 +885,17 @@ fn judge(
     }))
 }
 
-/// What the output contract found in a response's answers and tool calls,
-/// under its task (`None`: nothing to judge); with `degrade`, an invalid answer's
-/// replacement joins the splice.
+/// What the output contract found in a response's answers, tool calls and
+/// cited document ids, under its task (`None`: nothing to judge); with
+/// `degrade`, an invalid answer's replacement joins the splice.
 fn judge_output(
     contract: Contract,
     answers: &[contract::Answer<'_>],
-    calls: &[contract::ToolCall],
+    (calls, cited): (&[contract::ToolCall], &[String]),
     body: &[u8],
     replacements: &mut Vec<(std::ops::Range<usize>, Cow<'static, [u8]>)>,
 ) -> Option<(Cow<'static, str>, OutputFindings)> {
-    let verdict = contract.judge(answers, calls)?;
+    let verdict = contract.judge(answers, calls, cited)?;
     let degraded = contract.degrades(&verdict);
     if degraded {
         let degraded_answer = contract.degraded(&verdict);
@@ -913,27 +930,33 @@ pub fn tokens(endpoint: &Endpoint, body: &[u8], headers: &HeaderMap) -> Vec<(&'s
     figures_found.tokens
 }
 
-/// The contract in force for a request, and the answers and tool calls
-/// of its response.
+/// The contract in force for a request, a response's answers and tool
+/// calls, and the document ids its own citations name.
+type Judged<'a> = (
+    Contract,
+    Vec<contract::Answer<'a>>,
+    Vec<contract::ToolCall>,
+    Vec<String>,
+);
+
+/// The contract in force for a request, and the answers, tool calls and
+/// cited document ids of its response.
 fn contract<'a>(
     spec: &OutputSpec,
     request: &Object<'_>,
     response: &Object<'a>,
     contracts: &Contracts<'_>,
-) -> Option<(Contract, Vec<contract::Answer<'a>>, Vec<contract::ToolCall>)> {
-    let contract = Contract::resolve_with_tools(
-        (spec.requested)(request),
-        spec.tools.as_ref().and_then(|t| (t.declared)(request)),
-        contracts.config,
-        spec.task,
-        (spec.prompt)(request),
-        contracts.cache,
-    )?;
+) -> Option<Judged<'a>> {
+    let contract = Contract::of_request(spec, request, contracts.config, contracts.cache)?;
     let calls = match (&spec.tools, &contract.tools) {
         (Some(spec), Some(_)) => (spec.calls)(response),
         _ => Vec::new(),
     };
-    Some((contract, (spec.answers)(request, response), calls))
+    let cited = match (&spec.citations, &contract.documents) {
+        (Some(spec), Some(_)) => (spec.cited)(response),
+        _ => Vec::new(),
+    };
+    Some((contract, (spec.answers)(request, response), calls, cited))
 }
 
 /// The hint for providers reached over the public internet.

@@ -179,6 +179,7 @@ const CHAT_OUTPUT: OutputSpec = OutputSpec {
         declared: contract::declared_functions,
         calls: |response| message_calls(response).unwrap_or_default(),
     }),
+    citations: None,
 };
 
 /// `message.tool_calls[].function`: its `name` and `arguments`, an object
@@ -232,6 +233,7 @@ const GENERATE_OUTPUT: OutputSpec = OutputSpec {
     },
     answers: |_, response| answer(response, "response"),
     tools: None,
+    citations: None,
 };
 
 /// `format`: `"json"`, or a JSON Schema object.

@@ -71,7 +71,7 @@ pub(super) const EMBEDDINGS: Endpoint = Endpoint {
 };
 
 /// Figures of `/v1/chat/completions` and `/v1/completions`.
-const GENERATION_FIGURES: &[Figure] = &[
+pub(super) const GENERATION_FIGURES: &[Figure] = &[
     Figure::id("/id"),
     Figure::count("/usage/prompt_tokens").tokens("input"),
     Figure::count("/usage/completion_tokens").tokens("output"),
@@ -87,7 +87,7 @@ const GENERATION_FIGURES: &[Figure] = &[
 /// tokens are "still counted in the total completion tokens". Under xAI's
 /// convention reasoning is counted outside `completion_tokens` and inside
 /// `total_tokens` (docs.x.ai, "consumption and rate limits").
-const GENERATION_RELATIONS: &[Relation] = &[
+pub(super) const GENERATION_RELATIONS: &[Relation] = &[
     Relation::sum(
         "total_tokens=prompt_tokens+completion_tokens",
         "/usage/total_tokens",
@@ -210,6 +210,22 @@ const CHUNKS_HELD: &[HeldInvariant] = &[
     held(Invariant::StreamAfterDone, "nothing follows `data: [DONE]`"),
 ];
 
+/// How a chat stream is judged (`azure` takes it with its own judge).
+pub(super) const CHAT_STREAM: StreamSpec = StreamSpec {
+    asked: super::stream_true,
+    framing: Framing::Sse,
+    comments: true,
+    start: |request| {
+        let tools = contract::declared_functions(request).is_some();
+        Ok(Box::new(ChatEvents::new(
+            choices_of(request, false)?,
+            tools,
+        )))
+    },
+    invariants: CHUNKS_HELD,
+    unread: || Box::new(ChatEvents::new(usize::MAX, false)),
+};
+
 pub(super) const CHAT: Endpoint = Endpoint {
     operation: "chat",
     request: &CHAT_REQUEST,
@@ -218,20 +234,7 @@ pub(super) const CHAT: Endpoint = Endpoint {
     figures: GENERATION_FIGURES,
     relations: GENERATION_RELATIONS,
     header_figures: &[],
-    stream: Some(StreamSpec {
-        asked: super::stream_true,
-        framing: Framing::Sse,
-        comments: true,
-        start: |request| {
-            let tools = contract::declared_functions(request).is_some();
-            Ok(Box::new(ChatEvents::new(
-                choices_of(request, false)?,
-                tools,
-            )))
-        },
-        invariants: CHUNKS_HELD,
-        unread: || Box::new(ChatEvents::new(usize::MAX, false)),
-    }),
+    stream: Some(CHAT_STREAM),
     output: Some(OUTPUT),
     batch: None,
 };
@@ -248,6 +251,7 @@ const OUTPUT: OutputSpec = OutputSpec {
         declared: contract::declared_functions,
         calls: choice_calls,
     }),
+    citations: None,
 };
 
 /// `/v1/completions`: `n` choices per prompt of `prompt` (a string, or an
@@ -261,7 +265,17 @@ const COMPLETIONS_REQUEST: RequestShape = RequestShape {
     ],
 };
 
-const COMPLETIONS: Endpoint = Endpoint {
+/// How a completions stream is judged (`azure` takes it with its own judge).
+pub(super) const COMPLETIONS_STREAM: StreamSpec = StreamSpec {
+    asked: super::stream_true,
+    framing: Framing::Sse,
+    comments: true,
+    start: |request| Ok(Box::new(ChatEvents::new(choices_of(request, true)?, false))),
+    invariants: CHUNKS_HELD,
+    unread: || Box::new(ChatEvents::new(usize::MAX, false)),
+};
+
+pub(super) const COMPLETIONS: Endpoint = Endpoint {
     operation: "text_completion",
     request: &COMPLETIONS_REQUEST,
     check: completions,
@@ -277,14 +291,7 @@ const COMPLETIONS: Endpoint = Endpoint {
     figures: GENERATION_FIGURES,
     relations: GENERATION_RELATIONS,
     header_figures: &[],
-    stream: Some(StreamSpec {
-        asked: super::stream_true,
-        framing: Framing::Sse,
-        comments: true,
-        start: |request| Ok(Box::new(ChatEvents::new(choices_of(request, true)?, false))),
-        invariants: CHUNKS_HELD,
-        unread: || Box::new(ChatEvents::new(usize::MAX, false)),
-    }),
+    stream: Some(COMPLETIONS_STREAM),
     output: None,
     batch: None,
 };
@@ -536,7 +543,7 @@ fn tool_calls_type(message: &Object<'_>, at: &str) -> Result<(), Violation> {
 
 /// How many choices a request asks for: `n` (default 1), per prompt for
 /// `/v1/completions`.
-fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
+pub(super) fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
     let n = invariants::optional_count(request, "n")?.unwrap_or(1);
     if !per_prompt {
         return Ok(n);
@@ -552,8 +559,11 @@ fn choices_of(request: &Object<'_>, per_prompt: bool) -> Result<usize, Fault> {
 /// Each chunk is judged on its own with the same figure table (usage may
 /// ride on any chunk: the `include_usage` chunk, llama.cpp's and Gemini's
 /// last content chunk, vLLM's running usage on every chunk).
-struct ChatEvents {
+pub(super) struct ChatEvents {
     choices: usize,
+    /// The figure table a chunk is judged by: [`GENERATION_FIGURES`],
+    /// unless a dialect knows chunks of its own (Azure's filter chunks).
+    table: fn(&Object<'_>) -> &'static [Figure],
     done: bool,
     /// The first choice's answer, gathered from its deltas.
     answer: StreamedAnswer,
@@ -562,13 +572,19 @@ struct ChatEvents {
 }
 
 impl ChatEvents {
-    fn new(choices: usize, tools: bool) -> Self {
+    pub(super) fn new(choices: usize, tools: bool) -> Self {
         Self {
             choices,
+            table: |_| GENERATION_FIGURES,
             done: false,
             answer: StreamedAnswer::default(),
             calls: tools.then(StreamedCalls::default),
         }
+    }
+
+    /// The same judge, each chunk's figures read by the table `table` gives.
+    pub(super) fn judged_by(self, table: fn(&Object<'_>) -> &'static [Figure]) -> Self {
+        Self { table, ..self }
     }
 
     /// A delta's tool call fragments, joined per choice and `index`: the
@@ -681,7 +697,7 @@ impl EventCheck for ChatEvents {
         Ok(Seen::Figures(figures::judge(
             data,
             &chunk,
-            GENERATION_FIGURES,
+            (self.table)(&chunk),
             Related {
                 relations: GENERATION_RELATIONS,
                 convention,

@@ -212,6 +212,7 @@ const OUTPUT: OutputSpec = OutputSpec {
         declared: declared_tools,
         calls: response_calls,
     }),
+    citations: None,
 };
 
 /// The function tools of a Responses request: `{"type": "function",

@@ -363,6 +363,27 @@ pub(crate) trait EventCheck: Send {
     /// own error format, from the error's JSON object.
     fn error_event(&self, error: &serde_json::Value) -> Vec<u8>;
 
+    /// The JSON document an event carries, as this check reads it: its
+    /// data, or a document carried inside it (a Bedrock `chunk`'s
+    /// decoded `bytes`). A span reads the answer's model and id from it.
+    fn document<'e>(&self, event: &'e Event<'_>) -> Option<Cow<'e, [u8]>> {
+        event.data.as_deref().map(Cow::Borrowed)
+    }
+
+    /// One event with `nulls` (ranges of the data this check judged) made
+    /// `null`, as [`rewrite`] does it; a check that judged a document
+    /// carried inside the data (a Bedrock `chunk`'s base64 `bytes`)
+    /// rewrites it there.
+    fn rewrite(
+        &self,
+        framing: Framing,
+        raw: &[u8],
+        nulls: &[Range<usize>],
+        comment: Option<&str>,
+    ) -> Vec<u8> {
+        rewrite(framing, raw, nulls, comment)
+    }
+
     /// Whether this event ends the stream (OpenAI's `[DONE]`, Anthropic's
     /// `message_stop`): the output verdict goes right before it.
     fn ends(&self, _event: &Event<'_>) -> bool {
@@ -384,6 +405,12 @@ pub(crate) trait EventCheck: Send {
     /// answer at the end of the stream.
     fn calls(&self) -> Option<&StreamedCalls> {
         None
+    }
+
+    /// The document ids the answer's own citations named so far (Cohere's
+    /// `citation-start`), judged with the answer at the end of the stream.
+    fn cited(&self) -> &[String] {
+        &[]
     }
 }
 

@@ -253,7 +253,8 @@ impl StreamJudge {
                 );
                 let note = self.comments.then_some(note.as_str());
                 let rewritten =
-                    stream::rewrite(self.framing, event.raw, &figures_found.nulls, note);
+                    self.check
+                        .rewrite(self.framing, event.raw, &figures_found.nulls, note);
                 // The span reads the event as delivered: a nulled id stays
                 // out of it, a sound model beside it does not.
                 if self.read_identity {
@@ -290,8 +291,8 @@ impl StreamJudge {
         if !self.read_identity || (found.model.is_some() && found.id.is_some()) {
             return;
         }
-        if let Some(data) = &event.data {
-            let seen = Identity::of_event(data);
+        if let Some(data) = self.check.document(event) {
+            let seen = Identity::of_event(&data);
             let identity = &mut self.findings.identity;
             identity.model = identity.model.take().or(seen.model);
             identity.id = identity.id.take().or(seen.id);
@@ -354,7 +355,8 @@ impl StreamJudge {
             return;
         };
         let calls = self.check.calls().map(|c| c.calls()).unwrap_or_default();
-        let Some(verdict) = contract.judge_streamed(self.check.answer(), &calls) else {
+        let cited = self.check.cited();
+        let Some(verdict) = contract.judge_streamed(self.check.answer(), &calls, cited) else {
             return;
         };
         let line = if verdict.valid() {
@@ -424,7 +426,10 @@ mod tests {
             .find(|path| path.exists())?;
         let path = std::fs::read_to_string(case.join("endpoint")).ok()?;
         let path = path.trim();
+        // A dialect's folder names it, whatever its paths start with
+        // (Azure's `/openai/deployments/…`).
         let (dialect, path) = match path[1..].split_once('/') {
+            _ if inspect::dialect(folder).is_some() => (folder.to_string(), path.to_string()),
             Some((first, rest)) if inspect::dialect(first).is_some() => {
                 (first.to_string(), format!("/{rest}"))
             }
