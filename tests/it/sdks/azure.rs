@@ -13,7 +13,7 @@
 
 use std::process::Command;
 
-use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS, SCRIPT_LIMIT};
+use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS};
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -167,13 +167,6 @@ impl Session {
             );
         }
     }
-
-    async fn rows(&self, sdk: &'static str, command: Command) -> Matrix {
-        Matrix::new(
-            sdk,
-            run_app(command, self.probity.url(""), SCRIPT_LIMIT).await,
-        )
-    }
 }
 
 /// The rows, the same in Python and Node.
@@ -267,7 +260,7 @@ async fn python_azure_openai() {
     let s = Session::start().await;
     let mut command = Command::new("python3");
     command.arg(format!("{SCRIPTS}/azure_app.py"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     azure_rows(&mut m, &s);
     m.finish();
     s.keys_as_the_routes_say();
@@ -282,7 +275,7 @@ async fn node_azure_openai() {
     let s = Session::start().await;
     let mut command = Command::new("node");
     command.arg(format!("{SCRIPTS}/node/azure_app.mjs"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     azure_rows(&mut m, &s);
     m.finish();
     s.keys_as_the_routes_say();

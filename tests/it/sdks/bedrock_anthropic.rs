@@ -13,7 +13,7 @@
 
 use std::process::Command;
 
-use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS, SCRIPT_LIMIT};
+use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS};
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -179,13 +179,6 @@ impl Session {
             assert!(body.get("model").is_none(), "the model is in {target}");
         }
     }
-
-    async fn rows(&self, sdk: &'static str, command: Command) -> Matrix {
-        Matrix::new(
-            sdk,
-            run_app(command, self.probity.url(""), SCRIPT_LIMIT).await,
-        )
-    }
 }
 
 /// The rows, the same in Python and Node but for the classes each SDK
@@ -259,7 +252,7 @@ async fn python_anthropic_bedrock() {
     let s = Session::start().await;
     let mut command = Command::new("python3");
     command.arg(format!("{SCRIPTS}/bedrock_anthropic_app.py"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     claude_rows(&mut m, &s, ("InternalServerError", "APIStatusError"));
     m.finish();
     s.signed_by_the_route();
@@ -275,7 +268,7 @@ async fn node_anthropic_bedrock() {
     let s = Session::start().await;
     let mut command = Command::new("node");
     command.arg(format!("{SCRIPTS}/node/bedrock_anthropic_app.mjs"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     claude_rows(&mut m, &s, ("InternalServerError", "APIError"));
     m.finish();
     s.signed_by_the_route();

@@ -11,7 +11,7 @@
 
 use std::process::Command;
 
-use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS, SCRIPT_LIMIT};
+use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS};
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -135,13 +135,6 @@ impl Session {
         requests.iter().filter(|r| case_of(r) == case).count()
     }
 
-    async fn rows(&self, sdk: &'static str, command: Command) -> Matrix {
-        Matrix::new(
-            sdk,
-            run_app(command, self.probity.url(""), SCRIPT_LIMIT).await,
-        )
-    }
-
     /// Each unknown citation was counted once under its task: two whole
     /// answers and a stream under `cohere_chat`, the degraded one under
     /// its route's task.
@@ -259,7 +252,7 @@ async fn python_cohere_chat() {
     let s = Session::start().await;
     let mut command = Command::new("python3");
     command.arg(format!("{SCRIPTS}/cohere_chat_app.py"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     chat_rows(&mut m, &s, "ApiError");
     m.finish();
     s.counted().await;
@@ -278,7 +271,7 @@ async fn node_cohere_chat() {
     let s = Session::start().await;
     let mut command = Command::new("node");
     command.arg(format!("{SCRIPTS}/node/cohere_chat_app.mjs"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     chat_rows(&mut m, &s, "CohereError");
     m.finish();
     s.counted().await;

@@ -827,10 +827,7 @@ impl Session {
 
     /// Runs `command` (a script of rows) against probity.
     async fn rows(&self, sdk: &'static str, command: Command) -> Matrix {
-        Matrix::new(
-            sdk,
-            run_app(command, self.probity.url(""), SCRIPT_LIMIT).await,
-        )
+        Matrix::run(sdk, command, &self.probity).await
     }
 
     async fn python(&self, sdk: &'static str, script: &str, modules: &[&str]) -> Option<Matrix> {
@@ -894,6 +891,12 @@ struct Matrix {
 }
 
 impl Matrix {
+    /// Runs an SDK's script against `probity` and reads the rows it
+    /// printed: every surface's session does it the same way.
+    async fn run(sdk: &'static str, command: Command, probity: &Probity) -> Self {
+        Self::new(sdk, run_app(command, probity.url(""), SCRIPT_LIMIT).await)
+    }
+
     fn new(sdk: &'static str, output: Output) -> Self {
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -11,7 +11,7 @@
 
 use std::process::Command;
 
-use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS, SCRIPT_LIMIT};
+use super::{Calls, Expect, Matrix, NPM, PIP, SCRIPTS};
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -220,13 +220,6 @@ impl Session {
             );
         }
     }
-
-    async fn rows(&self, sdk: &'static str, command: Command) -> Matrix {
-        Matrix::new(
-            sdk,
-            run_app(command, self.probity.url(""), SCRIPT_LIMIT).await,
-        )
-    }
 }
 
 /// Claude's rows, the same in Python and Node.
@@ -374,7 +367,7 @@ async fn python_vertex() {
     let s = Session::start().await;
     let mut command = Command::new("python3");
     command.arg(format!("{SCRIPTS}/vertex_app.py"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     claude_rows(&mut m, &s, "APIStatusError");
     gemini_rows(&mut m, &s, "ServerError");
     chat_rows(&mut m);
@@ -397,7 +390,7 @@ async fn node_vertex() {
     let s = Session::start().await;
     let mut command = Command::new("node");
     command.arg(format!("{SCRIPTS}/node/vertex_app.mjs"));
-    let mut m = s.rows(sdk, command).await;
+    let mut m = Matrix::run(sdk, command, &s.probity).await;
     claude_rows(&mut m, &s, "APIError");
     gemini_rows(&mut m, &s, "ApiError");
     chat_rows(&mut m);
